@@ -1,0 +1,163 @@
+//! Types and names shared by the kernel programs (`graceful-ebpf`) and the agent.
+//!
+//! Everything here crosses the user/kernel boundary through BPF maps, so each
+//! struct is `#[repr(C)]`, made of fixed-width integers with explicit padding.
+//! Changing any of them changes the pinned map layout: bump [`LAYOUT_VERSION`].
+#![no_std]
+
+/// Version of the pinned map layout. A running node keeps its pinned maps
+/// across agent upgrades; an agent finding a different version refuses to
+/// read them rather than misread them.
+pub const LAYOUT_VERSION: u32 = 1;
+/// Magic in the meta map, so a stray map pinned at our path is not mistaken for ours.
+pub const LAYOUT_MAGIC: u32 = 0x6772_6331; // "grc1"
+
+/// Map names, as they appear in the object file and under the pin directory.
+pub mod names {
+    pub const COUNTERS: &str = "GRACEFUL_COUNTERS";
+    pub const SOCKS: &str = "GRACEFUL_SOCKS";
+    pub const ADOPT: &str = "GRACEFUL_ADOPT";
+    pub const STATS: &str = "GRACEFUL_STATS";
+    pub const META: &str = "GRACEFUL_META";
+    /// Program names (the Rust function names in graceful-ebpf).
+    pub const PROG_STATE: &str = "sock_set_state";
+    pub const PROG_ADOPT: &str = "adopt_tcp";
+    /// Global set by the loader: byte offset of `skc_state` in `struct sock_common`, from BTF.
+    pub const GLOBAL_SKC_STATE_OFFSET: &str = "SKC_STATE_OFFSET";
+    /// Global set by the loader: byte offset of `sk_protocol` in `struct sock`, from BTF.
+    pub const GLOBAL_SK_PROTOCOL_OFFSET: &str = "SK_PROTOCOL_OFFSET";
+}
+
+/// Capacity of the per-cgroup counter map: every container of every pod on a
+/// node plus system services, with a wide margin.
+pub const MAX_CGROUPS: u32 = 16384;
+/// Capacity of the adoption map (one entry per pre-existing socket, filled
+/// and emptied once at start-up).
+pub const MAX_ADOPT: u32 = 1 << 20;
+
+/// TCP states as the kernel numbers them (include/net/tcp_states.h).
+pub mod tcp {
+    pub const ESTABLISHED: u32 = 1;
+    pub const SYN_SENT: u32 = 2;
+    pub const SYN_RECV: u32 = 3;
+    pub const FIN_WAIT1: u32 = 4;
+    pub const FIN_WAIT2: u32 = 5;
+    pub const TIME_WAIT: u32 = 6;
+    pub const CLOSE: u32 = 7;
+    pub const CLOSE_WAIT: u32 = 8;
+    pub const LAST_ACK: u32 = 9;
+    pub const LISTEN: u32 = 10;
+    pub const CLOSING: u32 = 11;
+    pub const NEW_SYN_RECV: u32 = 12;
+
+    /// Live: the local application can still write. A connection counts
+    /// while in one of these states, and stops counting when it leaves them.
+    #[inline(always)]
+    pub const fn is_live(state: u32) -> bool {
+        state == ESTABLISHED || state == CLOSE_WAIT
+    }
+}
+
+/// What a socket is to the cgroup that owns it.
+pub mod role {
+    /// A listening socket. Its clones (accepted connections) inherit this
+    /// value through `BPF_F_CLONE`, and become [`INBOUND`] on first sight.
+    pub const LISTENER: u8 = 1;
+    pub const INBOUND: u8 = 2;
+    pub const OUTBOUND: u8 = 3;
+}
+
+/// Per-socket state, kept in socket-local storage (`BPF_MAP_TYPE_SK_STORAGE`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SockOwner {
+    /// cgroup v2 id of the process that called listen() or connect().
+    pub cgroup_id: u64,
+    /// One of [`role`].
+    pub role: u8,
+    /// 1 while this socket is included in its owner's live count (or
+    /// listener count). Makes counting idempotent: a socket is counted once
+    /// and uncounted once, whatever path it takes.
+    pub counted: u8,
+    pub _pad: [u8; 6],
+}
+
+/// Per-cgroup figures. All times are CLOCK_MONOTONIC nanoseconds (`bpf_ktime_get_ns`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CgroupCounters {
+    pub inbound_live: u64,
+    pub outbound_live: u64,
+    pub listeners: u64,
+    pub inbound_total: u64,
+    pub outbound_total: u64,
+    pub inbound_closed_total: u64,
+    pub last_inbound_open_ns: u64,
+    pub last_inbound_close_ns: u64,
+    /// Inbound payload seen while the cgroup drains (cgroup_skb/ingress).
+    pub inbound_rx_bytes: u64,
+    pub last_inbound_rx_ns: u64,
+    /// Room for figures to come without a layout change. Always zero.
+    pub _reserved: [u64; 4],
+}
+
+/// Field offsets for atomic updates from the kernel side, in u64 units.
+pub mod field {
+    pub const INBOUND_LIVE: usize = 0;
+    pub const OUTBOUND_LIVE: usize = 1;
+    pub const LISTENERS: usize = 2;
+    pub const INBOUND_TOTAL: usize = 3;
+    pub const OUTBOUND_TOTAL: usize = 4;
+    pub const INBOUND_CLOSED_TOTAL: usize = 5;
+    pub const LAST_INBOUND_OPEN_NS: usize = 6;
+    pub const LAST_INBOUND_CLOSE_NS: usize = 7;
+}
+
+/// What userspace tells the adoption iterator about a pre-existing socket,
+/// keyed by socket cookie.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AdoptEntry {
+    pub cgroup_id: u64,
+    pub role: u8,
+    pub _pad: [u8; 7],
+}
+
+/// The agent's own figures, per CPU (`BPF_MAP_TYPE_PERCPU_ARRAY`, one index each).
+pub mod stat {
+    /// State changes handled.
+    pub const EVENTS: u32 = 0;
+    /// State changes of sockets we never saw start (neither created after
+    /// attach nor adopted): ignored.
+    pub const UNTRACKED: u32 = 1;
+    /// Socket storage could not be allocated.
+    pub const STORAGE_FAILED: u32 = 2;
+    /// The counter map was full.
+    pub const COUNTERS_FULL: u32 = 3;
+    /// Sockets adopted by the start-up iterator.
+    pub const ADOPTED: u32 = 4;
+    /// Transitions that would have made a live count negative (never expected).
+    pub const UNDERFLOW: u32 = 5;
+    pub const COUNT: u32 = 8;
+}
+
+/// Contents of the one-entry meta map pinned beside the others.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Meta {
+    pub magic: u32,
+    pub layout_version: u32,
+    pub counters_size: u32,
+    pub owner_size: u32,
+    /// CLOCK_MONOTONIC ns when the programs were first attached on this boot.
+    pub attached_ns: u64,
+}
+
+#[cfg(feature = "user")]
+mod pod_impls {
+    use super::*;
+    unsafe impl aya::Pod for SockOwner {}
+    unsafe impl aya::Pod for CgroupCounters {}
+    unsafe impl aya::Pod for AdoptEntry {}
+    unsafe impl aya::Pod for Meta {}
+}

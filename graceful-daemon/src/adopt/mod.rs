@@ -1,0 +1,3 @@
+pub mod netns;
+pub mod pass;
+pub mod sockdiag;

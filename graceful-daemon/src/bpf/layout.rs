@@ -1,0 +1,196 @@
+//! The pinned maps outlive the agent that made them, so a new agent must
+//! make sure it reads them the way they were written. Each pin directory
+//! holds a one-entry meta map with the layout version and value sizes; each
+//! map is also checked against its expected type and sizes.
+
+use std::path::PathBuf;
+
+use aya::maps::{Array, Map, MapData, MapType};
+use graceful_common::{names, AdoptEntry, CgroupCounters, Meta, SockOwner, LAYOUT_MAGIC, LAYOUT_VERSION};
+
+use super::paths::PinDir;
+
+#[derive(Debug, thiserror::Error)]
+pub enum LayoutError {
+    #[error("pinned maps in {dir} were written by a graceful with map layout v{found}, this one reads v{LAYOUT_VERSION}: run `graceful uninstall` (live counts are re-adopted at the next start, totals restart at zero), or start the daemon with --replace-incompatible-pins")]
+    Version { dir: PathBuf, found: u32 },
+    #[error("pinned map {path} is not what this graceful expects ({what}): run `graceful uninstall`, or start the daemon with --replace-incompatible-pins")]
+    Mismatch { path: PathBuf, what: String },
+    #[error(
+        "cannot read pinned map {path}: {source}; check that {path} is on a bpffs and that you are root"
+    )]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: aya::maps::MapError,
+    },
+}
+
+/// What the pin directory holds.
+#[derive(Debug, PartialEq, Eq)]
+pub enum PinState {
+    /// Nothing pinned: a first start (or after `graceful uninstall`).
+    Empty,
+    /// Maps of our layout.
+    Compatible,
+}
+
+struct Expected {
+    name: &'static str,
+    map_type: MapType,
+    key_size: u32,
+    value_size: u32,
+}
+
+fn expected() -> [Expected; 5] {
+    use std::mem::size_of;
+    [
+        Expected {
+            name: names::META,
+            map_type: MapType::Array,
+            key_size: 4,
+            value_size: size_of::<Meta>() as u32,
+        },
+        Expected {
+            name: names::COUNTERS,
+            map_type: MapType::Hash,
+            key_size: 8,
+            value_size: size_of::<CgroupCounters>() as u32,
+        },
+        Expected {
+            name: names::SOCKS,
+            map_type: MapType::SkStorage,
+            key_size: 4,
+            value_size: size_of::<SockOwner>() as u32,
+        },
+        Expected {
+            name: names::ADOPT,
+            map_type: MapType::Hash,
+            key_size: 8,
+            value_size: size_of::<AdoptEntry>() as u32,
+        },
+        Expected {
+            name: names::STATS,
+            map_type: MapType::PerCpuArray,
+            key_size: 4,
+            value_size: 8,
+        },
+    ]
+}
+
+/// The meta value for maps of this layout.
+pub fn current_meta(attached_ns: u64) -> Meta {
+    Meta {
+        magic: LAYOUT_MAGIC,
+        layout_version: LAYOUT_VERSION,
+        counters_size: std::mem::size_of::<CgroupCounters>() as u32,
+        owner_size: std::mem::size_of::<SockOwner>() as u32,
+        attached_ns,
+    }
+}
+
+fn open(path: &std::path::Path) -> Result<MapData, LayoutError> {
+    MapData::from_pin(path).map_err(|source| LayoutError::Open {
+        path: path.into(),
+        source,
+    })
+}
+
+/// Reads the meta record of a pin directory.
+pub fn read_meta(pins: &PinDir) -> Result<Option<Meta>, LayoutError> {
+    let path = pins.map(names::META);
+    if !path.exists() {
+        return Ok(None);
+    }
+    let data = open(&path)?;
+    let info = data.info().map_err(|source| LayoutError::Open {
+        path: path.clone(),
+        source,
+    })?;
+    if info.value_size() < 8 {
+        return Err(LayoutError::Mismatch {
+            path,
+            what: format!("meta value of {} bytes", info.value_size()),
+        });
+    }
+    if info.value_size() != std::mem::size_of::<Meta>() as u32 {
+        // An older or newer meta: its first two words still say which layout.
+        return Err(LayoutError::Version {
+            dir: pins.maps(),
+            found: u32::MAX,
+        });
+    }
+    let array: Array<MapData, Meta> =
+        Array::try_from(Map::Array(data)).map_err(|source| LayoutError::Open {
+            path: path.clone(),
+            source,
+        })?;
+    let meta = array
+        .get(&0, 0)
+        .map_err(|source| LayoutError::Open { path, source })?;
+    Ok(Some(meta))
+}
+
+/// Checks every pinned map against this build's layout.
+pub fn check(pins: &PinDir) -> Result<PinState, LayoutError> {
+    let any = PinDir::map_names().iter().any(|n| pins.map(n).exists());
+    if !any {
+        return Ok(PinState::Empty);
+    }
+    match read_meta(pins)? {
+        None => {
+            return Err(LayoutError::Mismatch {
+                path: pins.map(names::META),
+                what: "maps are pinned but their layout record is missing".into(),
+            })
+        }
+        Some(meta) if meta.magic != LAYOUT_MAGIC => {
+            return Err(LayoutError::Mismatch {
+                path: pins.map(names::META),
+                what: format!("magic {:#x}", meta.magic),
+            })
+        }
+        Some(meta) if meta.layout_version != LAYOUT_VERSION => {
+            return Err(LayoutError::Version {
+                dir: pins.maps(),
+                found: meta.layout_version,
+            })
+        }
+        Some(_) => {}
+    }
+    for e in expected() {
+        let path = pins.map(e.name);
+        if !path.exists() {
+            // A map added in this version would be a layout change; one
+            // missing means someone removed it by hand.
+            return Err(LayoutError::Mismatch {
+                path,
+                what: "missing".into(),
+            });
+        }
+        let data = open(&path)?;
+        let info = data.info().map_err(|source| LayoutError::Open {
+            path: path.clone(),
+            source,
+        })?;
+        let map_type = info.map_type().map_err(|source| LayoutError::Open {
+            path: path.clone(),
+            source,
+        })?;
+        if map_type != e.map_type || info.key_size() != e.key_size || info.value_size() != e.value_size {
+            return Err(LayoutError::Mismatch {
+                path,
+                what: format!(
+                    "{:?} key {} value {}, expected {:?} key {} value {}",
+                    map_type,
+                    info.key_size(),
+                    info.value_size(),
+                    e.map_type,
+                    e.key_size,
+                    e.value_size
+                ),
+            });
+        }
+    }
+    Ok(PinState::Compatible)
+}

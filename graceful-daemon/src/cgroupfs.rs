@@ -1,0 +1,183 @@
+//! The cgroup v2 hierarchy: where it is mounted, and cgroup id ↔ path.
+//!
+//! A cgroup's id is the inode number of its directory on the cgroup2 mount.
+//! The mount is read from /proc/self/mountinfo: `/sys/fs/cgroup` on most
+//! nodes, `/sys/fs/cgroup/unified` on hybrid hosts.
+
+use std::{
+    collections::HashMap,
+    io,
+    os::unix::fs::MetadataExt,
+    path::{Path, PathBuf},
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum CgroupError {
+    #[error("no cgroup2 filesystem is mounted (cgroup v1 only?): graceful needs cgroup v2, boot with systemd.unified_cgroup_hierarchy=1 or mount one with `mount -t cgroup2 none /sys/fs/cgroup/unified`")]
+    NoCgroup2,
+    #[error("cannot read /proc/self/mountinfo: {0}")]
+    MountInfo(#[source] io::Error),
+    #[error("cgroup {path} does not exist under the cgroup2 mount {mount}")]
+    NoSuchCgroup { path: String, mount: PathBuf },
+}
+
+/// Where cgroup2 is mounted.
+pub fn mount_point() -> Result<PathBuf, CgroupError> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").map_err(CgroupError::MountInfo)?;
+    parse_mountinfo(&text).ok_or(CgroupError::NoCgroup2)
+}
+
+/// The first cgroup2 mount in a mountinfo text. Its root must be `/`: a
+/// mount of a sub-tree (inside a container) would give ids relative to the
+/// wrong place.
+pub fn parse_mountinfo(text: &str) -> Option<PathBuf> {
+    let mut fallback = None;
+    for line in text.lines() {
+        // id parent maj:min root mountpoint opts [optional...] - fstype source superopts
+        let Some((left, right)) = line.split_once(" - ") else {
+            continue;
+        };
+        if right.split_whitespace().next() != Some("cgroup2") {
+            continue;
+        }
+        let fields: Vec<&str> = left.split_whitespace().collect();
+        if fields.len() < 5 {
+            continue;
+        }
+        let mount = PathBuf::from(unescape(fields[4]));
+        if fields[3] == "/" {
+            return Some(mount);
+        }
+        fallback.get_or_insert(mount);
+    }
+    fallback
+}
+
+/// mountinfo escapes spaces, tabs, newlines and backslashes as octal.
+fn unescape(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+            let v = (b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0');
+            out.push(v);
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The cgroup2 hierarchy, from one mount.
+#[derive(Clone, Debug)]
+pub struct Hierarchy {
+    mount: PathBuf,
+}
+
+impl Hierarchy {
+    pub fn discover() -> Result<Self, CgroupError> {
+        Ok(Self {
+            mount: mount_point()?,
+        })
+    }
+
+    pub fn at(mount: impl Into<PathBuf>) -> Self {
+        Self { mount: mount.into() }
+    }
+
+    pub fn mount(&self) -> &Path {
+        &self.mount
+    }
+
+    /// The absolute directory of a cgroup path such as `/kubepods.slice/x`.
+    pub fn dir(&self, rel: &str) -> PathBuf {
+        self.mount.join(rel.trim_start_matches('/'))
+    }
+
+    /// The id of the cgroup at `rel` (relative to the mount, starting with `/`).
+    pub fn id_of(&self, rel: &str) -> Result<u64, CgroupError> {
+        let dir = self.dir(rel);
+        std::fs::metadata(&dir)
+            .map(|m| m.ino())
+            .map_err(|_| CgroupError::NoSuchCgroup {
+                path: rel.to_string(),
+                mount: self.mount.clone(),
+            })
+    }
+
+    /// Every cgroup's id and path (relative, starting with `/`). Cgroups
+    /// that vanish during the walk are skipped.
+    pub fn walk(&self) -> HashMap<u64, String> {
+        let mut out = HashMap::new();
+        let mut stack = vec![self.mount.clone()];
+        while let Some(dir) = stack.pop() {
+            let Ok(meta) = std::fs::metadata(&dir) else {
+                continue;
+            };
+            out.insert(meta.ino(), self.relative(&dir));
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    stack.push(e.path());
+                }
+            }
+        }
+        out
+    }
+
+    /// `dir` relative to the mount, with a leading `/`.
+    pub fn relative(&self, dir: &Path) -> String {
+        let rel = dir.strip_prefix(&self.mount).unwrap_or(dir);
+        format!("/{}", rel.to_string_lossy())
+    }
+
+    /// The cgroup path of a process, from /proc/<pid>/cgroup (the `0::` line).
+    pub fn of_pid(pid: u32) -> io::Result<String> {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))?;
+        text.lines()
+            .find_map(|l| l.strip_prefix("0::"))
+            .map(str::to_string)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "process has no cgroup v2 membership"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_unified_mount_on_hybrid_hosts() {
+        let text = "30 25 0:26 / /sys/fs/cgroup ro,nosuid - tmpfs tmpfs ro,mode=755\n\
+                    31 30 0:27 / /sys/fs/cgroup/unified rw,nosuid,relatime shared:10 - cgroup2 cgroup2 rw,nsdelegate\n\
+                    32 30 0:28 / /sys/fs/cgroup/systemd rw - cgroup cgroup rw,name=systemd\n";
+        assert_eq!(
+            parse_mountinfo(text),
+            Some(PathBuf::from("/sys/fs/cgroup/unified"))
+        );
+    }
+
+    #[test]
+    fn prefers_the_root_mount_and_unescapes() {
+        let text = "40 1 0:30 /kubepods /tmp/sub rw - cgroup2 cgroup2 rw\n\
+                    41 1 0:30 / /sys/fs/cgroup\\040x rw - cgroup2 cgroup2 rw\n";
+        assert_eq!(parse_mountinfo(text), Some(PathBuf::from("/sys/fs/cgroup x")));
+    }
+
+    #[test]
+    fn v1_only_has_no_mount() {
+        let text = "32 30 0:28 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n";
+        assert_eq!(parse_mountinfo(text), None);
+    }
+
+    #[test]
+    fn this_machine_has_cgroup2_and_ids_match_inodes() {
+        let h = Hierarchy::discover().unwrap();
+        let root_id = h.id_of("/").unwrap();
+        assert_eq!(h.walk().get(&root_id).map(String::as_str), Some("/"));
+    }
+}

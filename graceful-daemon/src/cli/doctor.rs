@@ -1,0 +1,171 @@
+//! `graceful doctor`: can this node run graceful? Each problem is one line
+//! saying what to do; the exit status is non-zero if the agent cannot work.
+
+use std::path::Path;
+
+use crate::{
+    bpf::{
+        bpffs,
+        btf::Btf,
+        layout, loader,
+        paths::{PinDir, BPFFS},
+    },
+    cgroupfs, kernel,
+};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Skip the trial load of the programs.
+    #[arg(long)]
+    pub no_load: bool,
+}
+
+#[derive(PartialEq, Eq, Clone, Copy)]
+enum Level {
+    Ok,
+    Warn,
+    Fail,
+}
+
+struct Report {
+    failed: bool,
+}
+
+impl Report {
+    fn line(&mut self, level: Level, what: &str, msg: impl AsRef<str>) {
+        let tag = match level {
+            Level::Ok => "ok  ",
+            Level::Warn => "warn",
+            Level::Fail => {
+                self.failed = true;
+                "FAIL"
+            }
+        };
+        println!("{tag} {what:<12} {}", msg.as_ref());
+    }
+}
+
+/// Capabilities the agent uses, and the call that needs each.
+const CAPS: &[(u32, &str, &str)] = &[
+    (39, "CAP_BPF", "load programs and create maps"),
+    (
+        38,
+        "CAP_PERFMON",
+        "attach tracing programs and read kernel memory from them",
+    ),
+    (
+        21,
+        "CAP_SYS_ADMIN",
+        "mount the bpffs, pin objects and enter network namespaces (setns) for adoption",
+    ),
+    (
+        12,
+        "CAP_NET_ADMIN",
+        "attach cgroup_skb programs to draining pods' cgroups",
+    ),
+    (
+        19,
+        "CAP_SYS_PTRACE",
+        "read /proc/<pid>/ns/net of other processes to find every network namespace",
+    ),
+];
+
+pub fn run(pins: &PinDir, args: Args) -> anyhow::Result<i32> {
+    let mut r = Report { failed: false };
+
+    match kernel::check_floor() {
+        Ok(rel) => r.line(
+            Level::Ok,
+            "kernel",
+            format!("{rel} (floor {}.{})", kernel::FLOOR.0, kernel::FLOOR.1),
+        ),
+        Err(e) => r.line(Level::Fail, "kernel", e),
+    }
+
+    let caps = kernel::effective_caps();
+    let missing: Vec<String> = CAPS
+        .iter()
+        .filter(|(bit, _, _)| caps & (1u64 << bit) == 0)
+        .map(|(_, name, why)| format!("{name} ({why})"))
+        .collect();
+    if missing.is_empty() {
+        r.line(Level::Ok, "privileges", "all needed capabilities are effective");
+    } else {
+        r.line(
+            Level::Fail,
+            "privileges",
+            format!(
+                "missing {}: run as root or grant these capabilities",
+                missing.join(", ")
+            ),
+        );
+    }
+
+    match Btf::from_sys_fs().and_then(|b| b.member_offset("sock_common", "skc_state").map(|o| (b, o))) {
+        Ok((b, off)) => match b.member_offset("sock", "sk_protocol") {
+            Ok(p) => r.line(
+                Level::Ok,
+                "btf",
+                format!("/sys/kernel/btf/vmlinux (skc_state at {off}, sk_protocol at {p})"),
+            ),
+            Err(e) => r.line(Level::Fail, "btf", e.to_string()),
+        },
+        Err(e) => r.line(Level::Fail, "btf", e.to_string()),
+    }
+
+    match cgroupfs::mount_point() {
+        Ok(m) => r.line(Level::Ok, "cgroup2", format!("mounted at {}", m.display())),
+        Err(e) => r.line(Level::Fail, "cgroup2", e.to_string()),
+    }
+
+    match bpffs::is_bpffs(Path::new(BPFFS)) {
+        Ok(true) => r.line(Level::Ok, "bpffs", format!("mounted at {BPFFS}")),
+        _ => r.line(Level::Warn, "bpffs", format!("not mounted at {BPFFS}: the daemon mounts it itself; in a pod, mount the host's {BPFFS} into the container")),
+    }
+
+    match layout::check(pins) {
+        Ok(layout::PinState::Empty) => r.line(
+            Level::Ok,
+            "pins",
+            format!("none at {} (agent not installed yet)", pins.root().display()),
+        ),
+        Ok(layout::PinState::Compatible) => {
+            let links = std::fs::read_dir(pins.links()).map(|d| d.count()).unwrap_or(0);
+            r.line(
+                Level::Ok,
+                "pins",
+                format!(
+                    "{} holds maps of this layout and {links} attached program link(s)",
+                    pins.root().display()
+                ),
+            )
+        }
+        Err(e) => r.line(Level::Fail, "pins", e.to_string()),
+    }
+
+    if !args.no_load {
+        if !kernel::is_root() {
+            r.line(
+                Level::Fail,
+                "programs",
+                "not root: cannot try loading the programs; run `sudo graceful doctor`",
+            );
+        } else {
+            match loader::trial() {
+                Ok(()) => r.line(
+                    Level::Ok,
+                    "programs",
+                    "tp_btf/inet_sock_set_state and iter/tcp load and attach",
+                ),
+                Err(e) => r.line(Level::Fail, "programs", e.to_string()),
+            }
+        }
+    }
+
+    if r.failed {
+        println!("graceful cannot work on this node until the FAIL lines above are fixed");
+        Ok(1)
+    } else {
+        Ok(0)
+    }
+}

@@ -1,0 +1,65 @@
+//! The `graceful` command line: the agent (`graceful daemon`) and the
+//! operator's commands. One module per subcommand.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use crate::{bpf::paths::PinDir, logging::LogFormat};
+
+pub mod cgroups;
+pub mod daemon;
+pub mod doctor;
+pub mod uninstall;
+
+/// graceful: times each pod's SIGTERM from its real TCP traffic.
+#[derive(Debug, Parser)]
+#[command(name = "graceful", version, propagate_version = true)]
+pub struct Cli {
+    /// Pin directory on the bpffs holding graceful's maps and links.
+    #[arg(long, global = true, env = "GRACEFUL_PIN_DIR", default_value = crate::bpf::paths::DEFAULT_PIN_DIR)]
+    pub pin_dir: PathBuf,
+    /// Log format (logs go to stderr; RUST_LOG filters them).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the node agent: load and attach the programs, adopt existing sockets, serve.
+    Daemon(daemon::Args),
+    /// Show live TCP connection counts per cgroup, from the pinned maps.
+    Cgroups(cgroups::Args),
+    /// Check that this node can run graceful; each problem is one line saying what to do.
+    Doctor(doctor::Args),
+    /// Detach graceful's programs and remove every pin it made.
+    Uninstall(uninstall::Args),
+}
+
+impl Cli {
+    pub fn pins(&self) -> PinDir {
+        PinDir::new(&self.pin_dir)
+    }
+}
+
+/// Refuses early, with one line, when a command needs root.
+pub fn require_root(what: &str) -> anyhow::Result<()> {
+    if crate::kernel::is_root() {
+        return Ok(());
+    }
+    anyhow::bail!("{what} needs root (it uses BPF objects pinned under /sys/fs/bpf): run it with sudo, or as the DaemonSet does")
+}
+
+/// Runs the parsed command; the exit code is the process's.
+pub fn run(cli: Cli) -> anyhow::Result<i32> {
+    crate::logging::init(cli.log_format);
+    let pins = cli.pins();
+    match cli.command {
+        Command::Daemon(args) => daemon::run(&pins, args),
+        Command::Cgroups(args) => cgroups::run(&pins, args),
+        Command::Doctor(args) => doctor::run(&pins, args),
+        Command::Uninstall(args) => uninstall::run(&pins, args),
+    }
+}

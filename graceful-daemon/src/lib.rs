@@ -1,0 +1,16 @@
+//! graceful: per-cgroup TCP connection counts from eBPF, and the drain gate
+//! built on them.
+//!
+//! - [`bpf`]: the kernel programs, their pins and maps;
+//! - [`adopt`]: adopting sockets that predate the agent (sock_diag, netns);
+//! - [`cgroupfs`]: the cgroup v2 hierarchy, ids and paths;
+//! - [`resolver`]: which pod and container a cgroup belongs to;
+//! - [`cli`]: the `graceful` command line, the agent included.
+pub mod adopt;
+pub mod bpf;
+pub mod cgroupfs;
+pub mod cli;
+pub mod duration;
+pub mod kernel;
+pub mod logging;
+pub mod resolver;

@@ -1,0 +1,76 @@
+//! Updates of the per-cgroup figures. Many CPUs update one cgroup's entry at
+//! once, so every change is an atomic add.
+
+use core::intrinsics::{atomic_xadd, AtomicOrdering};
+
+use aya_ebpf::{bindings::BPF_NOEXIST, helpers::bpf_ktime_get_ns};
+use graceful_common::{field, role, stat, CgroupCounters};
+
+use crate::maps::{bump, COUNTERS};
+
+/// The counters of `cgroup_id`, created zeroed on first use.
+#[inline(always)]
+fn entry(cgroup_id: u64) -> Option<*mut u64> {
+    if let Some(p) = COUNTERS.get_ptr_mut(cgroup_id) {
+        return Some(p.cast());
+    }
+    // Two CPUs may race to create it: NOEXIST makes the loser a no-op.
+    let _ = COUNTERS.insert(cgroup_id, CgroupCounters::default(), BPF_NOEXIST.into());
+    match COUNTERS.get_ptr_mut(cgroup_id) {
+        Some(p) => Some(p.cast()),
+        None => {
+            bump(stat::COUNTERS_FULL);
+            None
+        }
+    }
+}
+
+#[inline(always)]
+fn add(base: *mut u64, index: usize, delta: u64) {
+    // SAFETY: base points at a live map value of CgroupCounters, all u64
+    // fields, and index is one of `field::*`.
+    // The BPF target has no compare-and-swap, so `AtomicU64::fetch_add` is
+    // not offered; the intrinsic lowers to the BPF atomic add instruction.
+    unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(base.add(index), delta) };
+}
+
+#[inline(always)]
+fn set(base: *mut u64, index: usize, value: u64) {
+    // SAFETY: as in `add`. A plain store: the latest writer wins.
+    unsafe { base.add(index).write_volatile(value) };
+}
+
+/// A connection of `role` became live.
+#[inline(always)]
+pub fn open(cgroup_id: u64, role_: u8) {
+    let Some(c) = entry(cgroup_id) else { return };
+    if role_ == role::INBOUND {
+        add(c, field::INBOUND_LIVE, 1);
+        add(c, field::INBOUND_TOTAL, 1);
+        set(c, field::LAST_INBOUND_OPEN_NS, unsafe { bpf_ktime_get_ns() });
+    } else {
+        add(c, field::OUTBOUND_LIVE, 1);
+        add(c, field::OUTBOUND_TOTAL, 1);
+    }
+}
+
+/// A connection of `role` stopped being live.
+#[inline(always)]
+pub fn close(cgroup_id: u64, role_: u8) {
+    let Some(c) = entry(cgroup_id) else { return };
+    if role_ == role::INBOUND {
+        // Adding 2^64-1 is subtracting one; a plain add keeps to the oldest
+        // BPF atomics, which every supported kernel has.
+        add(c, field::INBOUND_LIVE, u64::MAX);
+        add(c, field::INBOUND_CLOSED_TOTAL, 1);
+        set(c, field::LAST_INBOUND_CLOSE_NS, unsafe { bpf_ktime_get_ns() });
+    } else {
+        add(c, field::OUTBOUND_LIVE, u64::MAX);
+    }
+}
+
+#[inline(always)]
+pub fn listener(cgroup_id: u64, up: bool) {
+    let Some(c) = entry(cgroup_id) else { return };
+    add(c, field::LISTENERS, if up { 1 } else { u64::MAX });
+}
