@@ -3,8 +3,21 @@
 use clap::Parser;
 
 fn main() {
-    // clap prints its own usage errors and exits 2.
-    let cli = graceful::cli::Cli::parse();
+    let cli = match graceful::cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => e.exit(), // --help, --version
+        Err(e) => {
+            // One line, not clap's usage block: the error and where to look.
+            let text = e.render().to_string();
+            let first = text
+                .lines()
+                .next()
+                .unwrap_or("invalid arguments")
+                .trim_start_matches("error: ");
+            eprintln!("graceful: {first} (see `graceful --help`)");
+            std::process::exit(2);
+        }
+    };
     match graceful::cli::run(cli) {
         Ok(code) => std::process::exit(code),
         Err(e) => {

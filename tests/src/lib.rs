@@ -1,1 +1,51 @@
+//! Support for graceful's integration tests: real cgroups, network
+//! namespaces, peer processes and the real agent, each cleaned up on drop.
+//! The tests themselves are in `tests/kernel/`.
+pub mod agent;
+pub mod cgroup;
+pub mod netns;
+pub mod oracle;
+pub mod peer;
 
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// A name unique to this test process and call: `graceful-test-<pid>-<n>`.
+pub fn unique(kind: &str) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "graceful-test-{}-{}-{}",
+        kind,
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    )
+}
+
+/// Runs a command, panicking with its output if it fails.
+pub fn sh(cmd: &str, args: &[&str]) -> String {
+    let out = std::process::Command::new(cmd)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{cmd}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd} {args:?} failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Polls `f` until it returns Some, or panics after `secs` with `what`.
+pub fn wait_for<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

@@ -60,12 +60,14 @@ const KIND_ENUM64: u32 = 19;
 /// Longest typedef/const/volatile/... chain we follow. Real chains are a few
 /// links long; the cap turns a hostile cycle into an error instead of a hang.
 const MAX_MODIFIER_CHAIN: usize = 32;
-/// How deep anonymous structs/unions may nest. The kernel rarely goes past 3;
-/// the cap keeps a self-containing hostile struct from overflowing the stack.
+/// How deep anonymous structs/unions may nest. The deepest in 6.18 vmlinux is
+/// 6 (`struct slab`); the cap keeps a self-containing hostile struct from
+/// overflowing the stack.
 const MAX_ANON_DEPTH: u32 = 16;
 /// How many anonymous struct/union members one lookup may descend into. A
 /// depth cap alone is not enough: a DAG of anonymous members can fan out
-/// exponentially, so we also bound total work. Real structs need a few dozen.
+/// exponentially, so we also bound total work. The worst in 6.18 vmlinux is 23
+/// (`struct net_device_stats`).
 const MAX_ANON_VISITS: u32 = 1024;
 
 /// Why BTF could not be read or could not answer a question.
@@ -418,7 +420,7 @@ impl Btf {
             if self.str_at(name_off)? == name {
                 let bitfield = bitfield_size != 0 || (!agg.kind_flag && self.is_legacy_bitfield(type_id)?);
                 return Ok(Some(Found {
-                    bits: base + u64::from(bit_off),
+                    bits: base.saturating_add(u64::from(bit_off)),
                     bitfield,
                     type_id,
                 }));
@@ -437,9 +439,13 @@ impl Btf {
             if inner.kind != KIND_STRUCT && inner.kind != KIND_UNION {
                 continue;
             }
-            if let Some(found) =
-                self.find_member(inner, name, base + u64::from(bit_off), depth + 1, budget)?
-            {
+            if let Some(found) = self.find_member(
+                inner,
+                name,
+                base.saturating_add(bit_off.into()),
+                depth + 1,
+                budget,
+            )? {
                 return Ok(Some(found));
             }
         }
@@ -449,7 +455,7 @@ impl Btf {
     /// Member `i` of `agg` as (name_off, type, bit offset, bitfield size).
     fn member(&self, agg: TypeRec, i: u32) -> Result<(u32, u32, u32, u32), BtfError> {
         // `index_types` already checked that all vlen members lie inside the
-        // type section, but re-checking costs nothing and keeps this local.
+        // type section; the reads are checked anyway so no path can panic.
         let pos = agg.body + i as usize * MEMBER_LEN;
         let get = |at| read_u32(&self.data, at).ok_or_else(|| malformed("member out of bounds"));
         let (name_off, type_id, offset) = (get(pos)?, get(pos + 4)?, get(pos + 8)?);

@@ -40,11 +40,9 @@ pub fn read_all(pins: &PinDir) -> Result<BTreeMap<u64, CgroupCounters>, ReadErro
             source,
         })?;
     let mut out = BTreeMap::new();
-    for item in map.iter() {
-        // An entry deleted while iterating is skipped, not an error.
-        if let Ok((k, v)) = item {
-            out.insert(k, v);
-        }
+    // An entry deleted while iterating is skipped, not an error.
+    for (k, v) in map.iter().flatten() {
+        out.insert(k, v);
     }
     Ok(out)
 }

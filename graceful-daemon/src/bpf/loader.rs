@@ -104,6 +104,11 @@ pub fn prepare_pin_dir(pins: &PinDir) -> Result<(), LoadError> {
     if pins.root().starts_with(BPFFS) {
         bpffs::ensure_mounted(Path::new(BPFFS)).map_err(LoadError::Bpffs)?;
     }
+    // Check before creating anything, so a wrong directory is left as it was.
+    let parent = pins.root().parent().unwrap_or(Path::new("/"));
+    if !bpffs::is_bpffs(parent).unwrap_or(false) && !bpffs::is_bpffs(pins.root()).unwrap_or(false) {
+        return Err(LoadError::NotBpffs(pins.root().to_path_buf()));
+    }
     for dir in [pins.maps(), pins.links()] {
         std::fs::create_dir_all(&dir).map_err(|source| LoadError::PinDir {
             path: dir.clone(),

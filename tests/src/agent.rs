@@ -1,0 +1,179 @@
+//! The real agent (`graceful daemon`), in a pin directory of its own so
+//! tests never touch a node's agent, or each other's. Dropping it stops the
+//! daemon and runs `graceful uninstall`.
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Child, Command, Output, Stdio},
+};
+
+use graceful_common::CgroupCounters;
+
+/// The `graceful` binary: `GRACEFUL_BIN`, or target/<profile>/graceful.
+pub fn graceful_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("GRACEFUL_BIN") {
+        return p.into();
+    }
+    let exe = std::env::current_exe().unwrap();
+    let p = exe.parent().unwrap().parent().unwrap().join("graceful");
+    assert!(
+        p.exists(),
+        "{} not built: run `cargo xtask test` (it builds the agent first)",
+        p.display()
+    );
+    p
+}
+
+pub struct Agent {
+    pub pin_dir: PathBuf,
+    pub log: PathBuf,
+    child: Option<Child>,
+}
+
+/// Runs `graceful ARGS` with this pin dir and returns its output.
+pub fn graceful(pin_dir: &Path, args: &[&str]) -> Output {
+    Command::new(graceful_bin())
+        .args(args)
+        .env("GRACEFUL_PIN_DIR", pin_dir)
+        .output()
+        .expect("run graceful")
+}
+
+impl Agent {
+    /// A pin directory for a new agent; nothing started yet.
+    pub fn new() -> Agent {
+        let name = crate::unique("pins");
+        Agent {
+            pin_dir: PathBuf::from("/sys/fs/bpf").join(&name),
+            log: std::env::temp_dir().join(format!("{name}.log")),
+            child: None,
+        }
+    }
+
+    /// Starts the daemon and waits until it has adopted and is ready.
+    pub fn start(&mut self) {
+        assert!(self.child.is_none(), "agent already running");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .unwrap();
+        let child = Command::new(graceful_bin())
+            .args(["daemon"])
+            .env("GRACEFUL_PIN_DIR", &self.pin_dir)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start graceful daemon");
+        self.child = Some(child);
+        let before = self.ready_lines();
+        crate::wait_for(30, "the agent to be ready", || {
+            if let Some(c) = self.child.as_mut() {
+                if let Ok(Some(status)) = c.try_wait() {
+                    panic!(
+                        "agent exited with {status}: {}",
+                        std::fs::read_to_string(&self.log).unwrap_or_default()
+                    );
+                }
+            }
+            (self.ready_lines() > before).then_some(())
+        });
+    }
+
+    fn ready_lines(&self) -> usize {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains(" ready"))
+            .count()
+    }
+
+    /// kill -9: no chance to clean anything.
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGTERM, and wait.
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            // SAFETY: signalling our own child.
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let _ = c.wait();
+        }
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Counters of one cgroup, read from the pinned maps by `graceful cgroups -o json`.
+    pub fn counters(&self, cgroup_id: u64) -> CgroupCounters {
+        self.all_counters()
+            .into_iter()
+            .find(|(id, _)| *id == cgroup_id)
+            .map(|(_, c)| c)
+            .unwrap_or_default()
+    }
+
+    /// Every row of `graceful cgroups -o json -a`.
+    pub fn all_counters(&self) -> Vec<(u64, CgroupCounters)> {
+        let out = graceful(&self.pin_dir, &["cgroups", "-o", "json", "-a"]);
+        assert!(
+            out.status.success(),
+            "graceful cgroups: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+        rows.iter()
+            .map(|r| {
+                let f = |k: &str| {
+                    r[k].as_u64()
+                        .unwrap_or_else(|| panic!("field {k} missing in {r}"))
+                };
+                (
+                    f("cgroup_id"),
+                    CgroupCounters {
+                        inbound_live: f("inbound_live"),
+                        outbound_live: f("outbound_live"),
+                        listeners: f("listeners"),
+                        inbound_total: f("inbound_total"),
+                        outbound_total: f("outbound_total"),
+                        inbound_closed_total: f("inbound_closed_total"),
+                        last_inbound_open_ns: f("last_inbound_open_ns"),
+                        last_inbound_close_ns: f("last_inbound_close_ns"),
+                        ..Default::default()
+                    },
+                )
+            })
+            .collect()
+    }
+}
+
+impl Default for Agent {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        self.stop();
+        let out = graceful(&self.pin_dir, &["uninstall"]);
+        if !out.status.success() {
+            eprintln!(
+                "uninstall {}: {}",
+                self.pin_dir.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_file(&self.log);
+        } else {
+            eprintln!("agent log kept at {}", self.log.display());
+        }
+    }
+}

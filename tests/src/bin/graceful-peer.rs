@@ -1,0 +1,240 @@
+//! A test peer: a process the tests place in a cgroup (and a network
+//! namespace) before it starts, so every socket it opens belongs there.
+//! It reads one command per line on stdin and answers one line on stdout:
+//! `ok ...` or `err ...`.
+//!
+//! Commands:
+//! - `listen ADDR MODE` → `ok PORT`. MODE is what happens to accepted
+//!   connections: `hold` (kept open), `echo-close` (read to EOF, then close:
+//!   the client's FIN ends it), `close-now` (closed at once: server FIN),
+//!   `noaccept` (never accepted; they wait in the accept queue).
+//! - `connect ADDR N` → `ok`: opens and holds N connections.
+//! - `close-out N fin|rst`, `close-in N fin|rst` → `ok`: closes N held
+//!   outbound / accepted connections, with FIN or with RST (SO_LINGER 0).
+//! - `close-listeners` → `ok`.
+//! - `churn ADDR[,ADDR..] N fin|rst|wait-fin` → `ok DONE`: opens and closes
+//!   N connections one by one, round-robin over the addresses. `fin`
+//!   closes first; `rst` resets; `wait-fin` waits for the server's FIN.
+//! - `accepted [PORT]` → `ok N`: connections accepted so far (by one listener).
+//! - `held` → `ok OUT IN`.
+
+use std::{
+    io::{BufRead, Read, Write},
+    net::{Shutdown, SocketAddr, TcpListener, TcpStream},
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc, Mutex,
+    },
+    time::Duration,
+};
+
+#[derive(Default)]
+struct State {
+    out: Vec<TcpStream>,
+    held_in: Arc<Mutex<Vec<TcpStream>>>,
+    listeners: Vec<Arc<TcpListener>>,
+    accepted: Arc<AtomicU64>,
+    per_port: std::collections::HashMap<u16, Arc<AtomicU64>>,
+}
+
+fn linger_zero(s: &TcpStream) {
+    let l = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    use std::os::fd::AsRawFd;
+    // SAFETY: valid fd and option buffer.
+    unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&l as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as u32,
+        );
+    }
+}
+
+fn close(s: TcpStream, how: &str) {
+    if how == "rst" {
+        linger_zero(&s);
+    }
+    drop(s);
+}
+
+fn listen(st: &mut State, addr: &str, mode: &str) -> Result<String, String> {
+    let addr: SocketAddr = addr.parse().map_err(|e| format!("bad address {addr}: {e}"))?;
+    let l = std::net::TcpListener::bind(addr).map_err(|e| e.to_string())?;
+    let port = l.local_addr().map_err(|e| e.to_string())?.port();
+    let l = Arc::new(l);
+    st.listeners.push(l.clone());
+    let count = Arc::new(AtomicU64::new(0));
+    st.per_port.insert(port, count.clone());
+    if mode == "noaccept" {
+        return Ok(format!("ok {port}"));
+    }
+    let held = st.held_in.clone();
+    let accepted = st.accepted.clone();
+    // echo-close: a few readers drain connections to EOF, so churn does not
+    // cost a thread per connection.
+    let (tx, rx) = std::sync::mpsc::channel::<TcpStream>();
+    let rx = Arc::new(Mutex::new(rx));
+    if mode == "echo-close" {
+        for _ in 0..4 {
+            let rx = rx.clone();
+            std::thread::spawn(move || loop {
+                let next = rx.lock().unwrap().recv();
+                let Ok(mut s) = next else { return };
+                let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+                let mut buf = [0u8; 256];
+                while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
+            });
+        }
+    }
+    let mode = mode.to_string();
+    std::thread::spawn(move || loop {
+        let s = match l.accept() {
+            Ok((s, _)) => s,
+            // Closed by close-listeners.
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) || e.raw_os_error() == Some(libc::EBADF) => {
+                return
+            }
+            // Aborted connections and the like: keep serving.
+            Err(_) => continue,
+        };
+        accepted.fetch_add(1, Ordering::SeqCst);
+        count.fetch_add(1, Ordering::SeqCst);
+        match mode.as_str() {
+            "hold" => held.lock().unwrap().push(s),
+            "close-now" => drop(s),
+            _ => {
+                let _ = tx.send(s);
+            }
+        }
+    });
+    Ok(format!("ok {port}"))
+}
+
+fn churn(addrs: &str, n: u64, how: &str) -> Result<String, String> {
+    let addrs: Vec<SocketAddr> = addrs
+        .split(',')
+        .map(|a| a.parse().map_err(|e| format!("bad address {a}: {e}")))
+        .collect::<Result<_, _>>()?;
+    let mut done = 0;
+    for i in 0..n {
+        let a = addrs[(i as usize) % addrs.len()];
+        let s = TcpStream::connect_timeout(&a, Duration::from_secs(5))
+            .map_err(|e| format!("connect {a}: {e}"))?;
+        match how {
+            "rst" => close(s, "rst"),
+            "wait-fin" => {
+                let mut s = s;
+                let mut buf = [0u8; 16];
+                let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+                while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
+                drop(s);
+            }
+            _ => {
+                let _ = s.shutdown(Shutdown::Write);
+                drop(s);
+            }
+        }
+        done += 1;
+    }
+    Ok(format!("ok {done}"))
+}
+
+fn handle(st: &mut State, line: &str) -> Result<String, String> {
+    let w: Vec<&str> = line.split_whitespace().collect();
+    let num = |i: usize| -> Result<u64, String> {
+        w.get(i)
+            .ok_or("missing number")?
+            .parse::<u64>()
+            .map_err(|e| e.to_string())
+    };
+    match w.first().copied() {
+        Some("listen") => listen(
+            st,
+            w.get(1).ok_or("missing address")?,
+            w.get(2).copied().unwrap_or("hold"),
+        ),
+        Some("connect") => {
+            let addr: SocketAddr = w
+                .get(1)
+                .ok_or("missing address")?
+                .parse()
+                .map_err(|e| format!("{e}"))?;
+            for _ in 0..num(2)? {
+                let s =
+                    TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(|e| e.to_string())?;
+                st.out.push(s);
+            }
+            Ok("ok".into())
+        }
+        Some("close-out") => {
+            let how = w.get(2).copied().unwrap_or("fin");
+            for _ in 0..num(1)? {
+                let s = st.out.pop().ok_or("no outbound connection left")?;
+                close(s, how);
+            }
+            Ok("ok".into())
+        }
+        Some("close-in") => {
+            let how = w.get(2).copied().unwrap_or("fin");
+            let mut held = st.held_in.lock().unwrap();
+            for _ in 0..num(1)? {
+                let s = held.pop().ok_or("no accepted connection left")?;
+                close(s, how);
+            }
+            Ok("ok".into())
+        }
+        Some("close-listeners") => {
+            for l in st.listeners.drain(..) {
+                use std::os::fd::AsRawFd;
+                // The accept thread holds a clone of the Arc: shut the
+                // socket down so the listener closes now, not when that
+                // thread notices.
+                // SAFETY: valid fd.
+                unsafe { libc::shutdown(l.as_raw_fd(), libc::SHUT_RDWR) };
+            }
+            Ok("ok".into())
+        }
+        Some("churn") => churn(
+            w.get(1).ok_or("missing addresses")?,
+            num(2)?,
+            w.get(3).copied().unwrap_or("fin"),
+        ),
+        Some("accepted") => match w.get(1) {
+            // `accepted PORT`: by one listener.
+            Some(p) => {
+                let port: u16 = p.parse().map_err(|e| format!("{e}"))?;
+                let n = st
+                    .per_port
+                    .get(&port)
+                    .ok_or("no such listener")?
+                    .load(Ordering::SeqCst);
+                Ok(format!("ok {n}"))
+            }
+            None => Ok(format!("ok {}", st.accepted.load(Ordering::SeqCst))),
+        },
+        Some("held") => Ok(format!(
+            "ok {} {}",
+            st.out.len(),
+            st.held_in.lock().unwrap().len()
+        )),
+        Some(other) => Err(format!("unknown command {other}")),
+        None => Err("empty command".into()),
+    }
+}
+
+fn main() {
+    let mut st = State::default();
+    let stdin = std::io::stdin();
+    let mut out = std::io::stdout();
+    for line in stdin.lock().lines() {
+        let Ok(line) = line else { break };
+        let reply = handle(&mut st, &line).unwrap_or_else(|e| format!("err {e}"));
+        let _ = writeln!(out, "{reply}");
+        let _ = out.flush();
+    }
+}

@@ -1,0 +1,129 @@
+//! Peer processes (the `graceful-peer` binary), started inside a cgroup and
+//! optionally a network namespace before they run a line of their own.
+
+use std::{
+    io::{BufRead, BufReader, Write},
+    os::unix::process::CommandExt,
+    path::PathBuf,
+    process::{Child, ChildStdin, ChildStdout, Command, Stdio},
+};
+
+use crate::{cgroup::Cgroup, netns::NetNs};
+
+/// Where the peer binary is: beside the test binary's target directory.
+pub fn peer_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("GRACEFUL_PEER_BIN") {
+        return p.into();
+    }
+    let exe = std::env::current_exe().unwrap();
+    // target/<profile>/deps/<test> → target/<profile>/graceful-peer
+    let p = exe.parent().unwrap().parent().unwrap().join("graceful-peer");
+    assert!(
+        p.exists(),
+        "{} not built: run `cargo xtask test`, or `cargo build -p graceful-tests` first",
+        p.display()
+    );
+    p
+}
+
+pub struct Peer {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Peer {
+    /// Starts a peer in `cg`, inside `ns` if given.
+    pub fn spawn(cg: &Cgroup, ns: Option<&NetNs>) -> Peer {
+        let procs =
+            std::ffi::CString::new(cg.dir().join("cgroup.procs").as_os_str().as_encoded_bytes()).unwrap();
+        let ns_fd = ns.map(|n| n.fd());
+        let mut cmd = Command::new(peer_bin());
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        // SAFETY: only async-signal-safe calls between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                if let Some(fd) = ns_fd {
+                    if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
+                if fd < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                let ok = libc::write(fd, b"0".as_ptr().cast(), 1) == 1;
+                libc::close(fd);
+                if !ok {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // Die with the test process.
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn().expect("spawn graceful-peer");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        Peer { child, stdin, stdout }
+    }
+
+    /// Sends one command; panics on `err`. Returns the words after `ok`.
+    pub fn cmd(&mut self, line: &str) -> Vec<String> {
+        writeln!(self.stdin, "{line}").unwrap();
+        self.stdin.flush().unwrap();
+        let mut reply = String::new();
+        self.stdout.read_line(&mut reply).unwrap();
+        let mut words = reply.split_whitespace().map(str::to_string);
+        match words.next().as_deref() {
+            Some("ok") => words.collect(),
+            _ => panic!("peer: {line:?} → {reply:?}"),
+        }
+    }
+
+    /// `listen ADDR MODE`, returning the port.
+    pub fn listen(&mut self, addr: &str, mode: &str) -> u16 {
+        self.cmd(&format!("listen {addr} {mode}"))[0].parse().unwrap()
+    }
+
+    pub fn connect(&mut self, addr: &str, n: usize) {
+        self.cmd(&format!("connect {addr} {n}"));
+    }
+
+    pub fn accepted(&mut self) -> u64 {
+        self.cmd("accepted")[0].parse().unwrap()
+    }
+
+    /// Connections accepted by the listener on `port`.
+    pub fn accepted_on(&mut self, port: u16) -> u64 {
+        self.cmd(&format!("accepted {port}"))[0].parse().unwrap()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGKILL: the kernel closes everything the peer held.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `[addr]:port` or `addr:port`.
+pub fn addr(ip: &str, port: u16) -> String {
+    if ip.contains(':') {
+        format!("[{ip}]:{port}")
+    } else {
+        format!("{ip}:{port}")
+    }
+}

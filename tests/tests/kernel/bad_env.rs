@@ -1,0 +1,145 @@
+//! Bad environments: each gives one clear line and a non-zero exit, and
+//! leaves nothing behind.
+
+use std::{
+    os::unix::process::CommandExt,
+    path::Path,
+    process::{Command, Output},
+};
+
+use aya::maps::{Array, Map, MapData};
+use graceful_common::Meta;
+use graceful_tests::agent::{graceful, graceful_bin, Agent};
+
+use crate::require_root;
+
+/// Exactly one non-empty line on stderr, containing `needle`; non-zero exit.
+fn one_clear_line(out: &Output, needle: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(!out.status.success(), "expected failure, got success: {err}");
+    assert_eq!(lines.len(), 1, "expected one line, got:\n{err}");
+    assert!(lines[0].contains(needle), "expected {needle:?} in {:?}", lines[0]);
+}
+
+#[test]
+fn pin_dir_off_the_bpffs_is_refused_and_left_alone() {
+    require_root!();
+    let dir = std::env::temp_dir().join(graceful_tests::unique("notbpf"));
+    let out = graceful(&dir, &["daemon"]);
+    one_clear_line(&out, "is not on a bpffs");
+    assert!(!dir.exists(), "{} was created", dir.display());
+}
+
+#[test]
+fn missing_cgroup_path_is_one_line() {
+    require_root!();
+    let agent = Agent::new();
+    let out = graceful(
+        &agent.pin_dir,
+        &["cgroups", "--path", "/graceful-test-no-such-cgroup"],
+    );
+    one_clear_line(&out, "does not exist");
+}
+
+#[test]
+fn not_root_is_one_line() {
+    require_root!();
+    let out = Command::new(graceful_bin())
+        .args(["cgroups"])
+        .process_group(0)
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    one_clear_line(&out, "needs root");
+}
+
+#[test]
+fn unknown_argument_is_one_line() {
+    let out = Command::new(graceful_bin())
+        .args(["cgroups", "--bogus"])
+        .output()
+        .unwrap();
+    one_clear_line(&out, "--bogus");
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn nothing_installed_is_one_line() {
+    require_root!();
+    let agent = Agent::new();
+    let out = graceful(&agent.pin_dir, &["cgroups"]);
+    one_clear_line(&out, "no graceful maps are pinned");
+    assert!(!agent.pin_dir.exists());
+}
+
+/// In a mount namespace of its own with no bpffs at /sys/fs/bpf, the agent
+/// mounts one itself and works; the host sees nothing of it.
+#[test]
+fn agent_mounts_a_missing_bpffs() {
+    require_root!();
+    let name = graceful_tests::unique("nobpffs");
+    let script = format!(
+        "umount -l /sys/fs/bpf 2>/dev/null; \
+         if grep -q ' /sys/fs/bpf bpf' /proc/self/mounts; then echo still mounted; exit 3; fi; \
+         GRACEFUL_PIN_DIR=/sys/fs/bpf/{name} {bin} daemon & pid=$!; \
+         for i in $(seq 100); do [ -e /sys/fs/bpf/{name}/maps/GRACEFUL_COUNTERS ] && break; sleep 0.1; done; \
+         GRACEFUL_PIN_DIR=/sys/fs/bpf/{name} {bin} cgroups -a -o json >/dev/null || exit 4; \
+         kill -TERM $pid; wait $pid; GRACEFUL_PIN_DIR=/sys/fs/bpf/{name} {bin} uninstall >/dev/null",
+        bin = graceful_bin().display()
+    );
+    let out = Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!Path::new("/sys/fs/bpf").join(&name).exists());
+}
+
+/// Pins of another layout are refused with a clear line and left as they
+/// were, until the operator chooses to replace them.
+#[test]
+fn changed_map_layout_is_detected_not_misread() {
+    require_root!();
+    let mut agent = Agent::new();
+    agent.start();
+    agent.stop();
+    let meta_path = agent.pin_dir.join("maps/GRACEFUL_META");
+    let set_version = |v: u32| {
+        let data = MapData::from_pin(&meta_path).unwrap();
+        let mut meta: Array<MapData, Meta> = Array::try_from(Map::Array(data)).unwrap();
+        let mut m = meta.get(&0, 0).unwrap();
+        m.layout_version = v;
+        meta.set(0, m, 0).unwrap();
+    };
+    set_version(999);
+
+    for cmd in [&["daemon"][..], &["cgroups"][..]] {
+        let out = graceful(&agent.pin_dir, cmd);
+        one_clear_line(&out, "layout v999");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("graceful uninstall"));
+    }
+    assert!(meta_path.exists(), "refusing must not remove the pins");
+
+    let out = Command::new(graceful_bin())
+        .args(["daemon", "--replace-incompatible-pins"])
+        .env("GRACEFUL_PIN_DIR", &agent.pin_dir)
+        .env("RUST_LOG", "warn")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    graceful_tests::wait_for(20, "replaced pins", || {
+        let out = graceful(&agent.pin_dir, &["cgroups", "-a", "-o", "json"]);
+        out.status.success().then_some(())
+    });
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(out.id() as i32, libc::SIGTERM) };
+    let out = out.wait_with_output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("replacing incompatible pins"));
+}

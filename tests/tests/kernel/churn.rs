@@ -1,0 +1,113 @@
+//! Churn: over 100,000 connections opened and closed across cgroups, ending
+//! in every way, then every count equals the kernel's and returns to zero.
+
+use graceful_tests::{
+    agent::Agent,
+    cgroup::Cgroup,
+    peer::{addr, Peer},
+};
+
+use crate::{require_root, settle};
+
+/// Destinations spread over several loopback addresses, so client-side
+/// TIME_WAIT never exhausts the ephemeral ports of one address pair.
+fn spread(port: u16) -> String {
+    (1..=8)
+        .map(|i| addr(&format!("127.0.0.{i}"), port))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+#[test]
+fn churn_of_100k_connections_ending_every_way() {
+    require_root!();
+    let mut agent = Agent::new();
+    agent.start();
+    let (a, b, c, d) = (
+        Cgroup::unique("a"),
+        Cgroup::unique("b"),
+        Cgroup::unique("c"),
+        Cgroup::unique("d"),
+    );
+
+    let mut server = Peer::spawn(&a, None);
+    let echo = server.listen("0.0.0.0:0", "echo-close"); // the client's FIN ends it
+    let close_now = server.listen("0.0.0.0:0", "close-now"); // the server's FIN ends it
+    let hold = server.listen("0.0.0.0:0", "hold");
+    let mut backlog = Peer::spawn(&a, None);
+    let never = backlog.listen("127.0.0.1:0", "noaccept"); // never accepted
+    let mut held_by_d = Peer::spawn(&d, None);
+    let hold_d = held_by_d.listen("127.0.0.1:0", "hold");
+
+    // Three clients churn at once, from two cgroups.
+    const FIN: u64 = 40_000;
+    const SERVER_FIN: u64 = 30_000;
+    const RST: u64 = 30_000;
+    let jobs = [
+        (&b, format!("churn {} {FIN} fin", spread(echo))),
+        (&c, format!("churn {} {SERVER_FIN} wait-fin", spread(close_now))),
+        (&c, format!("churn {} {RST} rst", spread(echo))),
+    ];
+    std::thread::scope(|s| {
+        for (cg, line) in &jobs {
+            s.spawn(move || {
+                let mut p = Peer::spawn(cg, None);
+                p.cmd(line);
+            });
+        }
+    });
+
+    // Killed peers: a client holding 500 connections, and a server holding 500.
+    let mut doomed_client = Peer::spawn(&b, None);
+    doomed_client.connect(&addr("127.0.0.1", hold), 500);
+    let mut client_of_d = Peer::spawn(&b, None);
+    client_of_d.connect(&addr("127.0.0.1", hold_d), 500);
+    graceful_tests::wait_for(10, "500 accepted", || {
+        (server.accepted_on(hold) == 500).then_some(())
+    });
+    doomed_client.kill();
+    held_by_d.kill();
+    // The server's side of the killed client's connections stays live
+    // (CLOSE_WAIT) until the server closes it.
+    graceful_tests::wait_for(10, "the held side to see EOF", || {
+        (graceful_tests::oracle::view(None, a.path()).inbound_live == 500).then_some(())
+    });
+    server.cmd("close-in 500 fin");
+    // Connections never accepted: closed by the client while queued, then
+    // the rest reset when their listener closes.
+    let mut queued = Peer::spawn(&c, None);
+    queued.connect(&addr("127.0.0.1", never), 100);
+    queued.cmd("close-out 40 fin");
+    backlog.cmd("close-listeners");
+    queued.cmd("close-out 60 rst");
+    client_of_d.cmd("close-out 500 fin");
+
+    let views = settle(&agent, &[&a, &b, &c, &d], &[None]);
+    // Only the three listeners of the live server remain.
+    assert_eq!(
+        views[0],
+        graceful_tests::oracle::View {
+            inbound_live: 0,
+            outbound_live: 0,
+            listeners: 3
+        }
+    );
+    assert!(views[1..].iter().all(|v| *v == Default::default()), "{views:?}");
+
+    let total = FIN + SERVER_FIN + RST + 500 + 100;
+    let ka = agent.counters(a.id());
+    assert_eq!(ka.inbound_total, total);
+    assert_eq!(ka.inbound_closed_total, total);
+    assert_eq!(agent.counters(b.id()).outbound_total, FIN + 500 + 500);
+    assert_eq!(agent.counters(c.id()).outbound_total, SERVER_FIN + RST + 100);
+    let kd = agent.counters(d.id());
+    assert_eq!((kd.inbound_total, kd.inbound_closed_total), (500, 500));
+
+    drop(server);
+    let views = settle(&agent, &[&a, &b, &c, &d], &[None]);
+    assert!(views.iter().all(|v| *v == Default::default()), "{views:?}");
+    eprintln!(
+        "churn: {} connections opened and closed; every count back to zero",
+        total + 500
+    );
+}

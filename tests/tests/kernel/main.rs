@@ -1,0 +1,62 @@
+//! Integration tests on the real kernel: the real agent, real cgroups,
+//! network namespaces and TCP connections, checked against `ss`.
+//! They need root; `cargo xtask test` runs them.
+
+mod bad_env;
+mod churn;
+mod counts;
+mod preexisting;
+mod restart;
+
+use graceful_tests::{agent::Agent, cgroup::Cgroup, netns::NetNs, oracle};
+
+/// Skips (loudly) when not root: these tests load eBPF programs.
+#[macro_export]
+macro_rules! require_root {
+    () => {
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!(
+                "SKIPPED {}: needs root (run `cargo xtask test` as root)",
+                module_path!()
+            );
+            return;
+        }
+    };
+}
+
+/// Waits until the agent's counts for every cgroup equal the kernel's view
+/// (summed over the given namespaces), then returns them. Connections
+/// finish their handshakes and closes asynchronously, so equality is awaited
+/// (10 s at most), then asserted.
+pub fn settle(agent: &Agent, cgroups: &[&Cgroup], namespaces: &[Option<&NetNs>]) -> Vec<oracle::View> {
+    let mut last = String::new();
+    for _ in 0..500 {
+        let mut ok = true;
+        let mut views = Vec::new();
+        last.clear();
+        for cg in cgroups {
+            let want = namespaces.iter().fold(oracle::View::default(), |acc, ns| {
+                acc + oracle::view(*ns, cg.path())
+            });
+            let c = agent.counters(cg.id());
+            let got = oracle::View {
+                inbound_live: c.inbound_live,
+                outbound_live: c.outbound_live,
+                listeners: c.listeners,
+            };
+            if got != want {
+                ok = false;
+                last.push_str(&format!("\n  {}: agent {:?} kernel {:?}", cg.path(), got, want));
+            }
+            views.push(want);
+        }
+        if ok {
+            return views;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    panic!(
+        "agent counts never matched the kernel's:{last}\nagent log:\n{}",
+        agent.log_text()
+    );
+}
