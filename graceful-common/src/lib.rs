@@ -19,9 +19,12 @@ pub mod names {
     pub const ADOPT: &str = "GRACEFUL_ADOPT";
     pub const STATS: &str = "GRACEFUL_STATS";
     pub const META: &str = "GRACEFUL_META";
+    pub const WATCH: &str = "GRACEFUL_WATCH";
+    pub const EVENTS: &str = "GRACEFUL_EVENTS";
     /// Program names (the Rust function names in graceful-ebpf).
     pub const PROG_STATE: &str = "sock_set_state";
     pub const PROG_ADOPT: &str = "adopt_tcp";
+    pub const PROG_INGRESS: &str = "inbound_rx";
     /// Global set by the loader: byte offset of `skc_state` in `struct sock_common`, from BTF.
     pub const GLOBAL_SKC_STATE_OFFSET: &str = "SKC_STATE_OFFSET";
     /// Global set by the loader: byte offset of `sk_protocol` in `struct sock`, from BTF.
@@ -111,6 +114,8 @@ pub mod field {
     pub const INBOUND_CLOSED_TOTAL: usize = 5;
     pub const LAST_INBOUND_OPEN_NS: usize = 6;
     pub const LAST_INBOUND_CLOSE_NS: usize = 7;
+    pub const INBOUND_RX_BYTES: usize = 8;
+    pub const LAST_INBOUND_RX_NS: usize = 9;
 }
 
 /// What userspace tells the adoption iterator about a pre-existing socket,
@@ -121,6 +126,43 @@ pub struct AdoptEntry {
     pub cgroup_id: u64,
     pub role: u8,
     pub _pad: [u8; 7],
+}
+
+/// Cgroups the agent watches (terminating or draining pods): their inbound
+/// changes are sent on the event ring as they happen.
+pub const MAX_WATCH: u32 = 4096;
+/// Size of the event ring in bytes (a power of two, a multiple of the page size).
+pub const EVENTS_BYTES: u32 = 256 * 1024;
+
+/// Watch flags (values of the watch map).
+pub mod watch {
+    /// Send inbound opens and closes.
+    pub const CONNECTIONS: u32 = 1;
+    /// Also send inbound payload (`cgroup_skb/ingress`), at most one event
+    /// per `RX_EVENT_GAP_NS` per cgroup.
+    pub const PAYLOAD: u32 = 2;
+    pub const RX_EVENT_GAP_NS: u64 = 1_000_000;
+}
+
+/// What happened, in an [`Event`].
+pub mod event {
+    pub const INBOUND_OPEN: u32 = 1;
+    pub const INBOUND_CLOSE: u32 = 2;
+    pub const INBOUND_PAYLOAD: u32 = 3;
+}
+
+/// One change of a watched cgroup, on the event ring. A wake-up with
+/// enough to act on: the counters map stays the source of truth.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Event {
+    pub cgroup_id: u64,
+    pub ts_ns: u64,
+    /// The cgroup's inbound_live right after the change.
+    pub inbound_live: u64,
+    /// One of [`event`].
+    pub kind: u32,
+    pub _pad: u32,
 }
 
 /// The agent's own figures, per CPU (`BPF_MAP_TYPE_PERCPU_ARRAY`, one index each).
@@ -138,6 +180,8 @@ pub mod stat {
     pub const ADOPTED: u32 = 4;
     /// Transitions that would have made a live count negative (never expected).
     pub const UNDERFLOW: u32 = 5;
+    /// Events dropped because the ring was full.
+    pub const EVENTS_LOST: u32 = 6;
     pub const COUNT: u32 = 8;
 }
 
@@ -160,4 +204,5 @@ mod pod_impls {
     unsafe impl aya::Pod for CgroupCounters {}
     unsafe impl aya::Pod for AdoptEntry {}
     unsafe impl aya::Pod for Meta {}
+    unsafe impl aya::Pod for Event {}
 }

@@ -4,9 +4,9 @@
 use core::intrinsics::{atomic_xadd, AtomicOrdering};
 
 use aya_ebpf::{bindings::BPF_NOEXIST, helpers::bpf_ktime_get_ns};
-use graceful_common::{field, role, stat, CgroupCounters};
+use graceful_common::{event, field, role, stat, watch, CgroupCounters, Event};
 
-use crate::maps::{bump, COUNTERS};
+use crate::maps::{bump, COUNTERS, EVENTS, WATCH};
 
 /// The counters of `cgroup_id`, created zeroed on first use.
 #[inline(always)]
@@ -47,7 +47,9 @@ pub fn open(cgroup_id: u64, role_: u8) {
     if role_ == role::INBOUND {
         add(c, field::INBOUND_LIVE, 1);
         add(c, field::INBOUND_TOTAL, 1);
-        set(c, field::LAST_INBOUND_OPEN_NS, unsafe { bpf_ktime_get_ns() });
+        let now = unsafe { bpf_ktime_get_ns() };
+        set(c, field::LAST_INBOUND_OPEN_NS, now);
+        notify(cgroup_id, c, event::INBOUND_OPEN, now);
     } else {
         add(c, field::OUTBOUND_LIVE, 1);
         add(c, field::OUTBOUND_TOTAL, 1);
@@ -63,7 +65,9 @@ pub fn close(cgroup_id: u64, role_: u8) {
         // BPF atomics, which every supported kernel has.
         add(c, field::INBOUND_LIVE, u64::MAX);
         add(c, field::INBOUND_CLOSED_TOTAL, 1);
-        set(c, field::LAST_INBOUND_CLOSE_NS, unsafe { bpf_ktime_get_ns() });
+        let now = unsafe { bpf_ktime_get_ns() };
+        set(c, field::LAST_INBOUND_CLOSE_NS, now);
+        notify(cgroup_id, c, event::INBOUND_CLOSE, now);
     } else {
         add(c, field::OUTBOUND_LIVE, u64::MAX);
     }
@@ -73,4 +77,48 @@ pub fn close(cgroup_id: u64, role_: u8) {
 pub fn listener(cgroup_id: u64, up: bool) {
     let Some(c) = entry(cgroup_id) else { return };
     add(c, field::LISTENERS, if up { 1 } else { u64::MAX });
+}
+
+/// Tells the agent, if it watches this cgroup. One hash lookup for the
+/// cgroups it doesn't watch: nearly all of them.
+#[inline(always)]
+fn notify(cgroup_id: u64, c: *mut u64, kind: u32, now: u64) {
+    let Some(flags) = (unsafe { WATCH.get(cgroup_id) }) else {
+        return;
+    };
+    if *flags & watch::CONNECTIONS == 0 {
+        return;
+    }
+    send(cgroup_id, c, kind, now);
+}
+
+#[inline(always)]
+fn send(cgroup_id: u64, c: *mut u64, kind: u32, now: u64) {
+    // SAFETY: c points at a live counters value.
+    let inbound_live = unsafe { c.add(field::INBOUND_LIVE).read_volatile() };
+    let ev = Event {
+        cgroup_id,
+        ts_ns: now,
+        inbound_live,
+        kind,
+        _pad: 0,
+    };
+    if EVENTS.output(&ev, 0).is_err() {
+        bump(stat::EVENTS_LOST);
+    }
+}
+
+/// Inbound payload reached a socket owned by `cgroup_id`: the "quiet" signal
+/// for keep-alive connections. Only called for watched cgroups.
+#[inline(always)]
+pub fn payload(cgroup_id: u64, bytes: u64, flags: u32) {
+    let Some(c) = entry(cgroup_id) else { return };
+    let now = unsafe { bpf_ktime_get_ns() };
+    add(c, field::INBOUND_RX_BYTES, bytes);
+    // SAFETY: c points at a live counters value.
+    let last = unsafe { c.add(field::LAST_INBOUND_RX_NS).read_volatile() };
+    set(c, field::LAST_INBOUND_RX_NS, now);
+    if flags & watch::PAYLOAD != 0 && now.wrapping_sub(last) >= watch::RX_EVENT_GAP_NS {
+        send(cgroup_id, c, event::INBOUND_PAYLOAD, now);
+    }
 }

@@ -12,6 +12,7 @@
 
 mod adopt;
 mod counters;
+mod ingress;
 mod maps;
 mod sock;
 mod state;

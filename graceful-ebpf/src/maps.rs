@@ -3,10 +3,12 @@
 
 use aya_ebpf::{
     bindings::{bpf_map_type::BPF_MAP_TYPE_SK_STORAGE, BPF_F_CLONE, BPF_F_NO_PREALLOC},
-    btf_maps::{Array, HashMap, PerCpuArray},
+    btf_maps::{Array, HashMap, PerCpuArray, RingBuf},
     macros::btf_map,
 };
-use graceful_common::{stat, AdoptEntry, CgroupCounters, Meta, SockOwner, MAX_ADOPT, MAX_CGROUPS};
+use graceful_common::{
+    stat, AdoptEntry, CgroupCounters, Event, Meta, SockOwner, EVENTS_BYTES, MAX_ADOPT, MAX_CGROUPS, MAX_WATCH,
+};
 
 /// Flags of the socket-storage map. `BPF_F_CLONE` is what makes attribution
 /// work: a connection accepted by a listener is cloned from it in softirq
@@ -69,6 +71,14 @@ pub static STATS: PerCpuArray<u64, { stat::COUNT as usize }> = PerCpuArray::new(
 /// Layout version of the pinned maps, written by the agent when it creates them.
 #[btf_map(name = "GRACEFUL_META")]
 pub static META: Array<Meta, 1> = Array::new();
+
+/// Watched cgroups → `graceful_common::watch` flags.
+#[btf_map(name = "GRACEFUL_WATCH")]
+pub static WATCH: HashMap<u64, u32, { MAX_WATCH as usize }> = HashMap::new();
+
+/// Changes of watched cgroups, for the agent to act on at once.
+#[btf_map(name = "GRACEFUL_EVENTS")]
+pub static EVENTS: RingBuf<Event, { EVENTS_BYTES as usize }> = RingBuf::new();
 
 #[inline(always)]
 pub fn bump(index: u32) {

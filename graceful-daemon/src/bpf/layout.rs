@@ -42,7 +42,7 @@ struct Expected {
     value_size: u32,
 }
 
-fn expected() -> [Expected; 5] {
+fn expected() -> [Expected; 7] {
     use std::mem::size_of;
     [
         Expected {
@@ -74,6 +74,18 @@ fn expected() -> [Expected; 5] {
             map_type: MapType::PerCpuArray,
             key_size: 4,
             value_size: 8,
+        },
+        Expected {
+            name: names::WATCH,
+            map_type: MapType::Hash,
+            key_size: 8,
+            value_size: 4,
+        },
+        Expected {
+            name: names::EVENTS,
+            map_type: MapType::RingBuf,
+            key_size: 0,
+            value_size: 0,
         },
     ]
 }

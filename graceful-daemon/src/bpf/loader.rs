@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use aya::{
     maps::{Array, MapData},
-    programs::{links::FdLink, BtfTracePoint, Iter},
+    programs::{links::FdLink, BtfTracePoint, CgroupSkb, Iter},
     Ebpf, EbpfLoader,
 };
 use graceful_common::{names, Meta};
@@ -304,5 +304,17 @@ pub fn trial() -> Result<(), LoadError> {
         source: Box::new(e),
     })?;
     adoption_iter(&mut ebpf)?;
+    let ingress: &mut CgroupSkb = ebpf
+        .program_mut(names::PROG_INGRESS)
+        .ok_or_else(|| pin_err("find the ingress program", "missing from object"))?
+        .try_into()
+        .map_err(|e| LoadError::Program {
+            what: "open the ingress program".into(),
+            source: Box::new(e),
+        })?;
+    ingress.load().map_err(|e| LoadError::Program {
+        what: "load cgroup_skb/ingress".into(),
+        source: Box::new(e),
+    })?;
     Ok(())
 }

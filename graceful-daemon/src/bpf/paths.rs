@@ -52,13 +52,15 @@ impl PinDir {
     }
 
     /// Every map we pin, in the order they are checked.
-    pub fn map_names() -> [&'static str; 5] {
+    pub fn map_names() -> [&'static str; 7] {
         [
             names::META,
             names::COUNTERS,
             names::SOCKS,
             names::ADOPT,
             names::STATS,
+            names::WATCH,
+            names::EVENTS,
         ]
     }
 

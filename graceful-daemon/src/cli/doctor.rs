@@ -155,7 +155,7 @@ pub fn run(pins: &PinDir, args: Args) -> anyhow::Result<i32> {
                 Ok(()) => r.line(
                     Level::Ok,
                     "programs",
-                    "tp_btf/inet_sock_set_state and iter/tcp load and attach",
+                    "tp_btf/inet_sock_set_state attaches; iter/tcp and cgroup_skb/ingress load",
                 ),
                 Err(e) => r.line(Level::Fail, "programs", e.to_string()),
             }
