@@ -10,6 +10,7 @@ pub mod adopt;
 pub mod bpf;
 pub mod cgroupfs;
 pub mod cli;
+pub mod drain;
 pub mod duration;
 pub mod kernel;
 pub mod logging;

@@ -5,6 +5,7 @@
 mod bad_env;
 mod churn;
 mod counts;
+mod drain_engine;
 mod preexisting;
 mod restart;
 

@@ -1,0 +1,114 @@
+//! The drain engine on the real kernel: released by the kernel's own
+//! event for the last inbound close, not by a poll.
+
+use std::time::Duration;
+
+use graceful::{
+    bpf::{loader::monotonic_ns, paths::PinDir},
+    drain::{
+        engine,
+        events::Kernel,
+        policy::{Params, Policy, Reason},
+    },
+};
+use graceful_tests::{
+    agent::Agent,
+    cgroup::Cgroup,
+    peer::{addr, Peer},
+};
+
+use crate::require_root;
+
+fn params(policy: Policy, max: Duration) -> Params {
+    Params {
+        policy,
+        start_ns: monotonic_ns(),
+        min: Duration::ZERO,
+        max,
+        settle: Duration::from_millis(100),
+        quiet: Duration::from_millis(300),
+    }
+}
+
+#[test]
+fn drained_is_released_within_milliseconds_of_settle_after_the_last_close() {
+    require_root!();
+    let mut agent = Agent::new();
+    agent.start();
+    let (app, clients) = (Cgroup::unique("app"), Cgroup::unique("lb"));
+    let mut server = Peer::spawn(&app, None);
+    let port = server.listen("127.0.0.1:0", "hold");
+    let mut client = Peer::spawn(&clients, None);
+    client.connect(&addr("127.0.0.1", port), 5);
+    graceful_tests::wait_for(10, "accepts", || (server.accepted() == 5).then_some(()));
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let report = rt.block_on(async {
+        let kernel = Kernel::open(&PinDir::new(&agent.pin_dir)).unwrap();
+        let cgroups = [app.id()];
+        let drain = engine::run(
+            &kernel,
+            &cgroups,
+            params(Policy::Drained, Duration::from_secs(20)),
+            |_| {},
+        );
+        let closer = tokio::task::spawn_blocking(move || {
+            // The app closes its connections one by one, as it finishes them.
+            for _ in 0..5 {
+                std::thread::sleep(Duration::from_millis(50));
+                server.cmd("close-in 1 fin");
+            }
+            server
+        });
+        let (report, server) = tokio::join!(drain, closer);
+        drop(server);
+        report.unwrap()
+    });
+    assert_eq!(report.reason, Reason::Drained, "{report:?}");
+    assert_eq!(report.inbound_at_start, 5);
+    assert_eq!(report.peak_inbound, 5);
+    assert_eq!(report.inbound_at_release, 0);
+    assert_eq!(report.timeline.last().unwrap().inbound, 0);
+    // Released `settle` after the last close, give or take a few ms: the
+    // kernel's close event wakes it, not a poll.
+    let after = report.after_last_close_ms.unwrap();
+    assert!(
+        (100..=120).contains(&after),
+        "released {after} ms after the last close (settle 100 ms)"
+    );
+    eprintln!("drained: released {after} ms after the last close (settle 100 ms)");
+}
+
+#[test]
+fn drained_hits_its_deadline_with_idle_keepalive_connections() {
+    require_root!();
+    let mut agent = Agent::new();
+    agent.start();
+    let (app, clients) = (Cgroup::unique("app"), Cgroup::unique("lb"));
+    let mut server = Peer::spawn(&app, None);
+    let port = server.listen("127.0.0.1:0", "hold");
+    let mut pool = Peer::spawn(&clients, None);
+    pool.connect(&addr("127.0.0.1", port), 20);
+    graceful_tests::wait_for(10, "accepts", || (server.accepted() == 20).then_some(()));
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let report = rt.block_on(async {
+        let kernel = Kernel::open(&PinDir::new(&agent.pin_dir)).unwrap();
+        engine::run(
+            &kernel,
+            &[app.id()],
+            params(Policy::Drained, Duration::from_millis(500)),
+            |_| {},
+        )
+        .await
+        .unwrap()
+    });
+    assert_eq!(report.reason, Reason::Deadline);
+    assert_eq!(report.inbound_at_release, 20);
+    assert!(
+        (500..=530).contains(&report.waited_ms),
+        "waited {} ms for a 500 ms deadline",
+        report.waited_ms
+    );
+    let _ = monotonic_ns();
+}
