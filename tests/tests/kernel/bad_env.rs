@@ -143,3 +143,36 @@ fn changed_map_layout_is_detected_not_misread() {
     let out = out.wait_with_output().unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("replacing incompatible pins"));
 }
+
+#[test]
+fn doctor_passes_here_and_fails_clearly_without_privileges() {
+    require_root!();
+    let out = Command::new(graceful_bin()).args(["doctor"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "doctor failed on this machine:\n{text}");
+    for check in ["kernel", "privileges", "btf", "cgroup2", "programs"] {
+        assert!(
+            text.lines().any(|l| l.starts_with("ok") && l.contains(check)),
+            "no ok line for {check}:\n{text}"
+        );
+    }
+    let out = Command::new(graceful_bin())
+        .args(["doctor"])
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    let fails: Vec<&str> = text.lines().filter(|l| l.starts_with("FAIL")).collect();
+    assert!(
+        fails
+            .iter()
+            .any(|l| l.contains("privileges") && l.contains("CAP_BPF")),
+        "{text}"
+    );
+    assert!(
+        fails.iter().any(|l| l.contains("programs") && l.contains("sudo")),
+        "{text}"
+    );
+}

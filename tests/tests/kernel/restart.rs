@@ -50,3 +50,44 @@ fn counts_survive_kill_9_and_changes_while_down() {
     assert!(views.iter().all(|v| *v == Default::default()), "{views:?}");
     assert_eq!(agent.counters(a.id()).inbound_closed_total, 19);
 }
+
+/// An upgrade: the running program is another version's (its link pin has
+/// another fingerprint). The new agent attaches its own before detaching
+/// the old one; during the overlap both count, and the per-socket counted
+/// flag keeps every connection counted once.
+#[test]
+fn an_upgrade_replaces_the_program_without_losing_or_doubling_counts() {
+    require_root!();
+    let (a, b) = (Cgroup::unique("a"), Cgroup::unique("b"));
+    let mut agent = Agent::new();
+    agent.start();
+    let mut server = Peer::spawn(&a, None);
+    let port = server.listen("127.0.0.1:0", "hold");
+    let mut client = Peer::spawn(&b, None);
+    client.connect(&addr("127.0.0.1", port), 6);
+    settle(&agent, &[&a, &b], &[None]);
+    agent.stop();
+
+    // Pretend the attached program belongs to an older version.
+    let links = agent.pin_dir.join("links");
+    let current = std::fs::read_dir(&links).unwrap().next().unwrap().unwrap().path();
+    let old = links.join("sock_set_state-0000000000000000");
+    std::fs::rename(&current, &old).unwrap();
+    client.connect(&addr("127.0.0.1", port), 2);
+
+    agent.start();
+    assert!(!old.exists(), "the old version's link should be detached");
+    assert!(current.exists(), "the new version's link should be pinned");
+    client.cmd("close-out 3 rst");
+    let views = settle(&agent, &[&a, &b], &[None]);
+    assert_eq!(views[0].inbound_live, 5);
+    let k = agent.counters(a.id());
+    assert_eq!(
+        (k.inbound_total, k.inbound_closed_total),
+        (8, 3),
+        "counted once each, across the upgrade"
+    );
+    drop((server, client));
+    let views = settle(&agent, &[&a, &b], &[None]);
+    assert!(views.iter().all(|v| *v == Default::default()), "{views:?}");
+}
