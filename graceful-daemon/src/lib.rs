@@ -12,6 +12,7 @@ pub mod cgroupfs;
 pub mod cli;
 pub mod drain;
 pub mod duration;
+pub mod gate;
 pub mod kernel;
 pub mod logging;
 pub mod resolver;

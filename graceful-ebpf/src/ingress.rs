@@ -11,7 +11,7 @@ use graceful_common::role;
 
 use crate::{counters, maps::WATCH, sock};
 
-#[cgroup_skb]
+#[cgroup_skb(ingress)]
 pub fn inbound_rx(ctx: SkBuffContext) -> i32 {
     let skb = unsafe { &*ctx.skb.skb };
     let len = skb.len;

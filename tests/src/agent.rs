@@ -27,6 +27,8 @@ pub fn graceful_bin() -> PathBuf {
 pub struct Agent {
     pub pin_dir: PathBuf,
     pub log: PathBuf,
+    /// The gate directory, when started with one (see [`Agent::with_gate`]).
+    pub gate_dir: Option<PathBuf>,
     child: Option<Child>,
 }
 
@@ -46,8 +48,24 @@ impl Agent {
         Agent {
             pin_dir: PathBuf::from("/sys/fs/bpf").join(&name),
             log: std::env::temp_dir().join(format!("{name}.log")),
+            gate_dir: None,
             child: None,
         }
+    }
+
+    /// An agent that will serve the drain gate in a directory of its own.
+    pub fn with_gate() -> Agent {
+        let mut a = Agent::new();
+        a.gate_dir = Some(std::env::temp_dir().join(crate::unique("gate")));
+        a
+    }
+
+    /// The gate socket.
+    pub fn gate_sock(&self) -> PathBuf {
+        self.gate_dir
+            .as_ref()
+            .expect("agent has no gate")
+            .join("gate.sock")
     }
 
     /// Starts the daemon and waits until it has adopted and is ready.
@@ -58,8 +76,12 @@ impl Agent {
             .append(true)
             .open(&self.log)
             .unwrap();
+        let mut args = vec!["daemon".to_string()];
+        if let Some(g) = &self.gate_dir {
+            args.extend(["--gate-dir".to_string(), g.display().to_string()]);
+        }
         let child = Command::new(graceful_bin())
-            .args(["daemon"])
+            .args(&args)
             .env("GRACEFUL_PIN_DIR", &self.pin_dir)
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
@@ -169,6 +191,9 @@ impl Drop for Agent {
                 self.pin_dir.display(),
                 String::from_utf8_lossy(&out.stderr)
             );
+        }
+        if let Some(g) = &self.gate_dir {
+            let _ = std::fs::remove_dir_all(g);
         }
         if !std::thread::panicking() {
             let _ = std::fs::remove_file(&self.log);

@@ -6,6 +6,7 @@ pub mod cgroup;
 pub mod netns;
 pub mod oracle;
 pub mod peer;
+pub mod pod;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 

@@ -35,35 +35,11 @@ pub struct Peer {
 impl Peer {
     /// Starts a peer in `cg`, inside `ns` if given.
     pub fn spawn(cg: &Cgroup, ns: Option<&NetNs>) -> Peer {
-        let procs =
-            std::ffi::CString::new(cg.dir().join("cgroup.procs").as_os_str().as_encoded_bytes()).unwrap();
-        let ns_fd = ns.map(|n| n.fd());
         let mut cmd = Command::new(peer_bin());
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
-        // SAFETY: only async-signal-safe calls between fork and exec.
-        unsafe {
-            cmd.pre_exec(move || {
-                if let Some(fd) = ns_fd {
-                    if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                }
-                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
-                if fd < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                let ok = libc::write(fd, b"0".as_ptr().cast(), 1) == 1;
-                libc::close(fd);
-                if !ok {
-                    return Err(std::io::Error::last_os_error());
-                }
-                // Die with the test process.
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
+        place(&mut cmd, cg, ns);
         let mut child = cmd.spawn().expect("spawn graceful-peer");
         let stdin = child.stdin.take().unwrap();
         let stdout = BufReader::new(child.stdout.take().unwrap());
@@ -125,5 +101,33 @@ pub fn addr(ip: &str, port: u16) -> String {
         format!("[{ip}]:{port}")
     } else {
         format!("{ip}:{port}")
+    }
+}
+
+/// Makes `cmd` start inside `cg` (and `ns`), before it runs a line of its
+/// own, and die with the test process.
+pub fn place(cmd: &mut Command, cg: &Cgroup, ns: Option<&NetNs>) {
+    let procs = std::ffi::CString::new(cg.dir().join("cgroup.procs").as_os_str().as_encoded_bytes()).unwrap();
+    let ns_fd = ns.map(|n| n.fd());
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if let Some(fd) = ns_fd {
+                if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
+            if fd < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let ok = libc::write(fd, b"0".as_ptr().cast(), 1) == 1;
+            libc::close(fd);
+            if !ok {
+                return Err(std::io::Error::last_os_error());
+            }
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
     }
 }

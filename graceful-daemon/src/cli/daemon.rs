@@ -1,6 +1,6 @@
 //! `graceful daemon`: the node agent.
 
-use std::time::Duration;
+use std::{path::PathBuf, sync::Arc, time::Duration};
 
 use tracing::{info, warn};
 
@@ -12,7 +12,13 @@ use crate::{
         paths::PinDir,
     },
     cgroupfs::Hierarchy,
+    drain::events::Kernel,
+    gate::{
+        ingress::Ingress,
+        server::{self, Gate},
+    },
     kernel,
+    resolver::watch::{WatchConfig, Watcher},
 };
 
 #[derive(Debug, clap::Args)]
@@ -25,6 +31,15 @@ pub struct Args {
     /// How often to drop counters of cgroups that no longer exist and hold nothing.
     #[arg(long, default_value = "60s", value_parser = crate::duration::parse)]
     pub gc_interval: Duration,
+    /// Host directory for the drain gate: the agent puts `graceful-wait` and
+    /// `gate.sock` there; pods mount it (by convention at /graceful) and
+    /// run `/graceful/graceful-wait` as their preStop hook.
+    #[arg(long, env = "GRACEFUL_GATE_DIR")]
+    pub gate_dir: Option<PathBuf>,
+    /// The `graceful-wait` binary to place in the gate directory (default:
+    /// beside this executable).
+    #[arg(long)]
+    pub wait_bin: Option<PathBuf>,
 }
 
 pub fn run(pins: &PinDir, args: Args) -> anyhow::Result<i32> {
@@ -44,22 +59,80 @@ pub fn run(pins: &PinDir, args: Args) -> anyhow::Result<i32> {
         "programs attached"
     );
     let report = adopt_all(&mut attached.ebpf)?;
-    info!(offered = report.offered, namespaces = report.namespaces, "ready");
+    info!(
+        offered = report.offered,
+        namespaces = report.namespaces,
+        "adoption done"
+    );
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
-    rt.block_on(serve(pins.clone(), hier, args))?;
+    rt.block_on(serve(pins.clone(), hier, attached.ebpf, args))?;
     // The programs stay attached through their pinned links and keep
     // counting; the next agent picks the maps up where this one left them.
     info!("stopped; programs stay attached and keep counting until `graceful uninstall`");
-    drop(attached);
     Ok(0)
 }
 
-async fn serve(pins: PinDir, hier: Hierarchy, args: Args) -> anyhow::Result<()> {
+/// Puts `graceful-wait` and the gate socket in `dir`.
+fn open_gate_dir(
+    dir: &std::path::Path,
+    wait_bin: Option<PathBuf>,
+) -> anyhow::Result<tokio::net::UnixListener> {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::create_dir_all(dir)
+        .map_err(|e| anyhow::anyhow!("cannot create gate directory {}: {e}", dir.display()))?;
+    let src = match wait_bin {
+        Some(p) => Some(p),
+        None => std::env::current_exe()?.parent().map(|d| d.join("graceful-wait")),
+    };
+    match src.filter(|p| p.exists()) {
+        Some(src) => {
+            // Copy then rename: a pod starting its hook never sees half a binary.
+            let tmp = dir.join(".graceful-wait.tmp");
+            std::fs::copy(&src, &tmp)?;
+            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755))?;
+            std::fs::rename(&tmp, dir.join("graceful-wait"))?;
+        }
+        None => {
+            warn!(dir = %dir.display(), "graceful-wait not found beside the agent (use --wait-bin): pods cannot run the hook from the gate directory")
+        }
+    }
+    let sock = dir.join("gate.sock");
+    let _ = std::fs::remove_file(&sock);
+    let listener = tokio::net::UnixListener::bind(&sock)
+        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", sock.display()))?;
+    // Any pod's process may connect; who it is comes from SO_PEERCRED.
+    std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o666))?;
+    Ok(listener)
+}
+
+async fn serve(pins: PinDir, hier: Hierarchy, ebpf: aya::Ebpf, args: Args) -> anyhow::Result<()> {
     use tokio::signal::unix::{signal, SignalKind};
+    let kernel = Kernel::open(&pins)?;
+    let watcher = Watcher::spawn(&hier, WatchConfig::default())?;
+    let ingress = match Ingress::load(ebpf) {
+        Ok(i) => Some(i),
+        Err(e) => {
+            warn!(error = %e, "the ingress program did not load: the quiet policy sees new connections only");
+            None
+        }
+    };
+    let gate = Arc::new(Gate {
+        kernel,
+        index: watcher.resolver().shared(),
+        hier: hier.clone(),
+        ingress,
+        history: Default::default(),
+    });
+    if let Some(dir) = &args.gate_dir {
+        let listener = open_gate_dir(dir, args.wait_bin.clone())?;
+        info!(gate = %dir.join("gate.sock").display(), "drain gate listening");
+        tokio::spawn(server::serve(listener, gate.clone()));
+    }
+    info!("ready");
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     let mut gc = tokio::time::interval(args.gc_interval);

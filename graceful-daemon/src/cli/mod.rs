@@ -10,6 +10,7 @@ use crate::{bpf::paths::PinDir, logging::LogFormat};
 pub mod cgroups;
 pub mod daemon;
 pub mod doctor;
+pub mod pods;
 pub mod uninstall;
 
 /// graceful: times each pod's SIGTERM from its real TCP traffic.
@@ -34,6 +35,10 @@ pub enum Command {
     Cgroups(cgroups::Args),
     /// Check that this node can run graceful; each problem is one line saying what to do.
     Doctor(doctor::Args),
+    /// Live connections per pod on this node: NAMESPACE, POD, CONTAINERS, INBOUND, OUTBOUND, LISTEN, STATE.
+    Pods(pods::PodsArgs),
+    /// One pod, container by container.
+    Pod(pods::PodArgs),
     /// Detach graceful's programs and remove every pin it made.
     Uninstall(uninstall::Args),
 }
@@ -61,5 +66,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Cgroups(args) => cgroups::run(&pins, args),
         Command::Doctor(args) => doctor::run(&pins, args),
         Command::Uninstall(args) => uninstall::run(&pins, args),
+        Command::Pods(args) => pods::run_pods(&pins, args),
+        Command::Pod(args) => pods::run_pod(&pins, args),
     }
 }

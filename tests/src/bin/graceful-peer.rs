@@ -17,6 +17,8 @@
 //!   closes first; `rst` resets; `wait-fin` waits for the server's FIN.
 //! - `accepted [PORT]` → `ok N`: connections accepted so far (by one listener).
 //! - `held` → `ok OUT IN`.
+//! - `traffic ADDR MS HOLD_MS [CONC]` → `ok DONE FAILED`: requests for MS ms.
+//! - `send-out N BYTES` → `ok`: payload on N held outbound connections.
 
 use std::{
     io::{BufRead, Read, Write},
@@ -144,6 +146,48 @@ fn churn(addrs: &str, n: u64, how: &str) -> Result<String, String> {
     Ok(format!("ok {done}"))
 }
 
+/// Request traffic for `ms` milliseconds from `conc` threads: each request
+/// is a connection that sends a line, stays open `hold_ms` (the request's
+/// latency), then closes and waits for the server to close. Replies
+/// `ok DONE FAILED`.
+fn traffic(addr: &str, ms: u64, hold_ms: u64, conc: u64) -> Result<String, String> {
+    let addr: SocketAddr = addr.parse().map_err(|e| format!("bad address {addr}: {e}"))?;
+    let until = std::time::Instant::now() + Duration::from_millis(ms);
+    let done = Arc::new(AtomicU64::new(0));
+    let failed = Arc::new(AtomicU64::new(0));
+    let threads: Vec<_> = (0..conc)
+        .map(|_| {
+            let (done, failed) = (done.clone(), failed.clone());
+            std::thread::spawn(move || {
+                while std::time::Instant::now() < until {
+                    let ok = (|| -> std::io::Result<()> {
+                        let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+                        s.write_all(b"GET\n")?;
+                        std::thread::sleep(Duration::from_millis(hold_ms));
+                        s.shutdown(Shutdown::Write)?;
+                        s.set_read_timeout(Some(Duration::from_secs(5)))?;
+                        let mut buf = [0u8; 64];
+                        while s.read(&mut buf)? > 0 {}
+                        Ok(())
+                    })();
+                    match ok {
+                        Ok(()) => done.fetch_add(1, Ordering::SeqCst),
+                        Err(_) => failed.fetch_add(1, Ordering::SeqCst),
+                    };
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        let _ = t.join();
+    }
+    Ok(format!(
+        "ok {} {}",
+        done.load(Ordering::SeqCst),
+        failed.load(Ordering::SeqCst)
+    ))
+}
+
 fn handle(st: &mut State, line: &str) -> Result<String, String> {
     let w: Vec<&str> = line.split_whitespace().collect();
     let num = |i: usize| -> Result<u64, String> {
@@ -204,6 +248,19 @@ fn handle(st: &mut State, line: &str) -> Result<String, String> {
             num(2)?,
             w.get(3).copied().unwrap_or("fin"),
         ),
+        Some("traffic") => traffic(
+            w.get(1).ok_or("missing address")?,
+            num(2)?,
+            num(3)?,
+            w.get(4).map_or(Ok(1), |_| num(4))?,
+        ),
+        Some("send-out") => {
+            let bytes = vec![b'x'; num(2)? as usize];
+            for s in st.out.iter_mut().take(num(1)? as usize) {
+                s.write_all(&bytes).map_err(|e| e.to_string())?;
+            }
+            Ok("ok".into())
+        }
         Some("accepted") => match w.get(1) {
             // `accepted PORT`: by one listener.
             Some(p) => {

@@ -18,6 +18,23 @@ fn spread(port: u16) -> String {
         .join(",")
 }
 
+/// `GRACEFUL_CHURN_SCALE` (default 1.0) scales the churned connections:
+/// `cargo xtask vm-test` lowers it, since guests under TCG are slow.
+fn scale() -> f64 {
+    let Some(v) = std::env::var_os("GRACEFUL_CHURN_SCALE") else {
+        return 1.0;
+    };
+    let v = v.to_string_lossy();
+    let s: f64 = v
+        .parse()
+        .unwrap_or_else(|_| panic!("GRACEFUL_CHURN_SCALE={v:?}: expected a number such as 0.1"));
+    assert!(
+        s > 0.0 && s <= 1.0,
+        "GRACEFUL_CHURN_SCALE={v}: expected a number in (0, 1]"
+    );
+    s
+}
+
 #[test]
 fn churn_of_100k_connections_ending_every_way() {
     require_root!();
@@ -40,13 +57,19 @@ fn churn_of_100k_connections_ending_every_way() {
     let hold_d = held_by_d.listen("127.0.0.1:0", "hold");
 
     // Three clients churn at once, from two cgroups.
-    const FIN: u64 = 40_000;
-    const SERVER_FIN: u64 = 30_000;
-    const RST: u64 = 30_000;
+    let scale = scale();
+    let scaled = |n: f64| (n * scale).round() as u64;
+    let (fin, server_fin, rst) = (scaled(40_000.0), scaled(30_000.0), scaled(30_000.0));
+    if scale < 1.0 {
+        eprintln!(
+            "churn: GRACEFUL_CHURN_SCALE={scale}: churning {} connections, not 100,000",
+            fin + server_fin + rst
+        );
+    }
     let jobs = [
-        (&b, format!("churn {} {FIN} fin", spread(echo))),
-        (&c, format!("churn {} {SERVER_FIN} wait-fin", spread(close_now))),
-        (&c, format!("churn {} {RST} rst", spread(echo))),
+        (&b, format!("churn {} {fin} fin", spread(echo))),
+        (&c, format!("churn {} {server_fin} wait-fin", spread(close_now))),
+        (&c, format!("churn {} {rst} rst", spread(echo))),
     ];
     std::thread::scope(|s| {
         for (cg, line) in &jobs {
@@ -94,12 +117,12 @@ fn churn_of_100k_connections_ending_every_way() {
     );
     assert!(views[1..].iter().all(|v| *v == Default::default()), "{views:?}");
 
-    let total = FIN + SERVER_FIN + RST + 500 + 100;
+    let total = fin + server_fin + rst + 500 + 100;
     let ka = agent.counters(a.id());
     assert_eq!(ka.inbound_total, total);
     assert_eq!(ka.inbound_closed_total, total);
-    assert_eq!(agent.counters(b.id()).outbound_total, FIN + 500 + 500);
-    assert_eq!(agent.counters(c.id()).outbound_total, SERVER_FIN + RST + 100);
+    assert_eq!(agent.counters(b.id()).outbound_total, fin + 500 + 500);
+    assert_eq!(agent.counters(c.id()).outbound_total, server_fin + rst + 100);
     let kd = agent.counters(d.id());
     assert_eq!((kd.inbound_total, kd.inbound_closed_total), (500, 500));
 

@@ -6,6 +6,8 @@ mod bad_env;
 mod churn;
 mod counts;
 mod drain_engine;
+mod gate;
+mod pods;
 mod preexisting;
 mod restart;
 

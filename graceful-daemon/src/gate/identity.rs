@@ -1,0 +1,36 @@
+//! Who is calling: SO_PEERCRED gives the pid, /proc/<pid>/cgroup the pod
+//! and container. Nothing the caller says about itself is believed.
+
+use crate::resolver::index::{for_pid, Owner};
+
+/// The calling pod and container.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Caller {
+    pub pid: i32,
+    pub pod: String,
+    pub container: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum IdentityError {
+    #[error("the kernel gave no pid for this connection: call the gate from a process of the pod, over its unix socket")]
+    NoPid,
+    #[error("caller pid {0} has vanished")]
+    Gone(i32),
+    #[error("caller pid {pid} (cgroup {path}) is not in a Kubernetes pod: the gate serves only pods' own preStop hooks")]
+    NotAPod { pid: i32, path: String },
+}
+
+/// Identifies the process at the other end of a gate connection.
+pub fn identify(pid: Option<i32>) -> Result<Caller, IdentityError> {
+    let pid = pid.ok_or(IdentityError::NoPid)?;
+    let owner = for_pid(pid as u32).map_err(|_| IdentityError::Gone(pid))?;
+    match owner {
+        Owner::Pod { uid, container } => Ok(Caller {
+            pid,
+            pod: uid,
+            container,
+        }),
+        Owner::Other { path } => Err(IdentityError::NotAPod { pid, path }),
+    }
+}

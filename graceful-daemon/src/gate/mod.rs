@@ -1,0 +1,11 @@
+//! The drain gate: a unix socket that a pod's `preStop` hook
+//! (`graceful-wait`) calls to wait until the pod's traffic has drained.
+//!
+//! - [`api`]: what the socket accepts and answers;
+//! - [`identity`]: who is calling (SO_PEERCRED → pod, container);
+//! - [`server`]: the HTTP/1.1 server and the drain handler;
+//! - [`ingress`]: the inbound-payload program, attached during quiet drains.
+pub mod api;
+pub mod identity;
+pub mod ingress;
+pub mod server;

@@ -1,0 +1,305 @@
+//! The gate socket's HTTP server: one task per connection, each request
+//! answered as the caller it comes from. Bad requests get a 4xx and one
+//! line of JSON; nothing a client sends can stop others' drains.
+
+use std::{
+    collections::VecDeque,
+    convert::Infallible,
+    path::PathBuf,
+    sync::{Arc, Mutex, RwLock},
+    time::Duration,
+};
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::{combinators::BoxBody, BodyExt, Full, Limited, StreamBody};
+use hyper::{body::Frame, server::conn::http1, service::service_fn};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::UnixListener;
+use tokio_stream::{wrappers::ReceiverStream, StreamExt as _};
+use tracing::{debug, info, warn};
+
+use super::{
+    api::{DrainReport, DrainRequest, ErrorBody, Line, Scope, SelfView, MAX_BODY},
+    identity::{identify, Caller},
+    ingress::Ingress,
+};
+use crate::{
+    bpf::loader::monotonic_ns,
+    cgroupfs::Hierarchy,
+    drain::{
+        engine,
+        events::Kernel,
+        policy::{Params, Policy},
+    },
+    resolver::index::{Pod, PodIndex},
+};
+
+/// How long a client may take to send its headers, then its body.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// Reports kept for `graceful drains`.
+const HISTORY: usize = 1000;
+
+type Body = BoxBody<Bytes, Infallible>;
+
+/// Everything the gate needs, shared by all connections.
+pub struct Gate {
+    pub kernel: Kernel,
+    pub index: Arc<RwLock<PodIndex>>,
+    pub hier: Hierarchy,
+    pub ingress: Option<Arc<Ingress>>,
+    pub history: Mutex<VecDeque<DrainReport>>,
+}
+
+fn json<T: serde::Serialize>(status: StatusCode, body: &T) -> Response<Body> {
+    let mut text = serde_json::to_vec(body).unwrap_or_default();
+    text.push(b'\n');
+    Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(text)).boxed())
+        .expect("static response parts")
+}
+
+fn error(status: StatusCode, msg: impl Into<String>) -> Response<Body> {
+    json(status, &ErrorBody { error: msg.into() })
+}
+
+/// Serves the gate on `listener` until the task is dropped.
+pub async fn serve(listener: UnixListener, gate: Arc<Gate>) {
+    loop {
+        let (stream, _) = match listener.accept().await {
+            Ok(s) => s,
+            Err(e) => {
+                warn!(error = %e, "gate accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let pid = stream.peer_cred().ok().and_then(|c| c.pid());
+        let gate = gate.clone();
+        tokio::spawn(async move {
+            let svc = service_fn(move |req| {
+                let gate = gate.clone();
+                async move { Ok::<_, Infallible>(handle(gate, pid, req).await) }
+            });
+            let conn = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(READ_TIMEOUT)
+                .serve_connection(TokioIo::new(stream), svc);
+            if let Err(e) = conn.await {
+                debug!(error = %e, "gate connection ended with an error");
+            }
+        });
+    }
+}
+
+async fn handle(gate: Arc<Gate>, pid: Option<i32>, req: Request<hyper::body::Incoming>) -> Response<Body> {
+    let caller = match identify(pid) {
+        Ok(c) => c,
+        Err(e) => {
+            warn!(error = %e, "gate: refused a caller");
+            return error(StatusCode::FORBIDDEN, e.to_string());
+        }
+    };
+    match (req.method(), req.uri().path()) {
+        (&Method::POST, "/v1/drain") => drain(gate, caller, req).await,
+        (&Method::GET, "/v1/self") => self_view(&gate, &caller),
+        (_, "/v1/drain" | "/v1/self") => error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "use POST /v1/drain or GET /v1/self",
+        ),
+        (_, path) => error(
+            StatusCode::NOT_FOUND,
+            format!("no such endpoint {path}: the gate has POST /v1/drain and GET /v1/self"),
+        ),
+    }
+}
+
+/// The caller's pod, from the watcher's index, or from a fresh walk for a
+/// container started a moment ago that the watcher has not filed yet.
+fn pod_of(gate: &Gate, caller: &Caller) -> Option<Pod> {
+    if let Some(p) = gate
+        .index
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .pod(&caller.pod)
+    {
+        return Some(p.clone());
+    }
+    PodIndex::build(&gate.hier).pod(&caller.pod).cloned()
+}
+
+/// The cgroups a drain of `scope` by `caller` counts, and the directory of
+/// the scope's top cgroup (where the ingress program goes).
+fn scope_of(gate: &Gate, caller: &Caller, scope: Scope) -> Result<(Vec<u64>, Option<PathBuf>), String> {
+    let pod =
+        pod_of(gate, caller).ok_or_else(|| format!("pod {} has no cgroups on this node", caller.pod))?;
+    match scope {
+        Scope::Pod => Ok((
+            pod.cgroups.iter().copied().collect(),
+            pod.path.as_deref().map(|p| gate.hier.dir(p)),
+        )),
+        Scope::Container => {
+            let id = caller.container.as_deref().ok_or(
+                "--scope container: the caller runs in the pod's own cgroup, not a container's".to_string(),
+            )?;
+            let c = pod
+                .container(id)
+                .ok_or_else(|| format!("container {id} is not in pod {}", caller.pod))?;
+            Ok((c.cgroups.iter().copied().collect(), Some(gate.hier.dir(&c.path))))
+        }
+    }
+}
+
+fn self_view(gate: &Gate, caller: &Caller) -> Response<Body> {
+    let cgroups = match scope_of(gate, caller, Scope::Pod) {
+        Ok((c, _)) => c,
+        Err(e) => return error(StatusCode::NOT_FOUND, e),
+    };
+    let mut v = SelfView {
+        pod: caller.pod.clone(),
+        container: caller.container.clone(),
+        pod_cgroups: cgroups.clone(),
+        inbound_live: 0,
+        outbound_live: 0,
+        listeners: 0,
+    };
+    for c in cgroups {
+        let k = gate.kernel.counters.get(c);
+        v.inbound_live += k.inbound_live;
+        v.outbound_live += k.outbound_live;
+        v.listeners += k.listeners;
+    }
+    json(StatusCode::OK, &v)
+}
+
+async fn read_body(req: Request<hyper::body::Incoming>) -> Result<Bytes, Response<Body>> {
+    let limited = Limited::new(req.into_body(), MAX_BODY);
+    match tokio::time::timeout(READ_TIMEOUT, limited.collect()).await {
+        Err(_) => Err(error(
+            StatusCode::REQUEST_TIMEOUT,
+            "request body not received in time",
+        )),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("request body over {MAX_BODY} bytes"),
+        )),
+        Ok(Err(e)) => Err(error(
+            StatusCode::BAD_REQUEST,
+            format!("cannot read the request body: {e}"),
+        )),
+        Ok(Ok(c)) => Ok(c.to_bytes()),
+    }
+}
+
+/// Converts the client's start (wall clock) to the kernel's clock.
+fn start_ns(started_unix_ms: u64) -> u64 {
+    let now_unix_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    let now = monotonic_ns();
+    // A start in the future (clock skew) counts as now.
+    let ago_ms = now_unix_ms.saturating_sub(started_unix_ms);
+    now.saturating_sub(ago_ms.saturating_mul(1_000_000))
+}
+
+async fn drain(gate: Arc<Gate>, caller: Caller, req: Request<hyper::body::Incoming>) -> Response<Body> {
+    let body = match read_body(req).await {
+        Ok(b) => b,
+        Err(resp) => return resp,
+    };
+    let r: DrainRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => return error(StatusCode::BAD_REQUEST, format!("invalid drain request: {e}")),
+    };
+    if r.max_ms == 0 {
+        return error(StatusCode::BAD_REQUEST, "max_ms must be above zero");
+    }
+    let (cgroups, scope_dir) = match scope_of(&gate, &caller, r.scope) {
+        Ok(c) => c,
+        Err(e) => return error(StatusCode::NOT_FOUND, e),
+    };
+    let params = Params {
+        policy: r.policy,
+        start_ns: start_ns(r.started_unix_ms),
+        min: Duration::from_millis(r.min_ms.min(r.max_ms)),
+        max: Duration::from_millis(r.max_ms),
+        settle: Duration::from_millis(r.settle_ms),
+        quiet: Duration::from_millis(r.quiet_ms),
+    };
+    info!(pod = %caller.pod, container = ?caller.container, policy = ?r.policy, scope = ?r.scope, max_ms = r.max_ms, "drain started");
+
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(64);
+    tokio::spawn(async move {
+        // The quiet policy needs inbound payload: watch it only now.
+        let _ingress = match (&gate.ingress, r.policy, &scope_dir) {
+            (Some(ing), Policy::Quiet, Some(dir)) => match ing.attach(dir) {
+                Ok(a) => Some(a),
+                Err(e) => {
+                    warn!(error = format!("{e:#}"), dir = %dir.display(), "cannot watch inbound payload: quiet sees new connections only");
+                    None
+                }
+            },
+            _ => None,
+        };
+        let progress_tx = tx.clone();
+        let run = engine::run(&gate.kernel, &cgroups, params, move |p| {
+            let line = Line::Progress {
+                ms: p.ms,
+                inbound: p.inbound,
+            };
+            let _ = progress_tx.try_send(line_bytes(&line));
+        });
+        let result = tokio::select! {
+            r = run => r,
+            _ = tx.closed() => {
+                info!(pod = %caller.pod, "drain abandoned: the client went away");
+                return;
+            }
+        };
+        match result {
+            Ok(report) => {
+                let full = DrainReport {
+                    pod: caller.pod.clone(),
+                    container: caller.container.clone(),
+                    scope: r.scope,
+                    report,
+                };
+                info!(
+                    pod = %full.pod,
+                    container = ?full.container,
+                    reason = full.report.reason.as_str(),
+                    waited_ms = full.report.waited_ms,
+                    inbound_at_start = full.report.inbound_at_start,
+                    peak_inbound = full.report.peak_inbound,
+                    new_connections = full.report.new_connections,
+                    "drain released"
+                );
+                let _ = tx.send(line_bytes(&Line::Report(Box::new(full.clone())))).await;
+                let mut h = gate.history.lock().unwrap_or_else(|p| p.into_inner());
+                if h.len() == HISTORY {
+                    h.pop_front();
+                }
+                h.push_back(full);
+            }
+            Err(e) => {
+                warn!(error = %e, "drain failed");
+                let _ = tx.send(line_bytes(&ErrorBody { error: e.to_string() })).await;
+            }
+        }
+    });
+    let stream = ReceiverStream::new(rx).map(|b| Ok::<_, Infallible>(Frame::data(b)));
+    Response::builder()
+        .status(StatusCode::OK)
+        .header("content-type", "application/x-ndjson")
+        .body(BodyExt::boxed(StreamBody::new(stream)))
+        .expect("static response parts")
+}
+
+fn line_bytes<T: serde::Serialize>(v: &T) -> Bytes {
+    let mut b = serde_json::to_vec(v).unwrap_or_default();
+    b.push(b'\n');
+    Bytes::from(b)
+}

@@ -1,0 +1,192 @@
+//! A pod's live counts: the sum over all its cgroups (its own, where the
+//! pause process or anything placed directly in the pod runs; its
+//! containers'; pod overhead such as CRI-O's conmon), and each container's
+//! over its own cgroups. Also the rows `graceful pods` prints and the
+//! daemon's API will serve.
+
+use std::collections::BTreeMap;
+
+use graceful_common::CgroupCounters;
+use serde::Serialize;
+
+use super::{
+    index::{Container, Pod, PodIndex},
+    path::{Driver, QosClass, Runtime},
+};
+
+/// Live figures of one cgroup or a sum of them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Live {
+    pub inbound_live: u64,
+    pub outbound_live: u64,
+    pub listeners: u64,
+}
+
+impl Live {
+    /// The sum over the cgroups `ids`; a cgroup with no entry (no socket
+    /// ever) counts zero. Wrapping, like the kernel's counters: a sum is
+    /// read from several map entries at slightly different times, and must
+    /// not panic in debug builds if one of them reads transiently low.
+    pub fn sum<'a>(ids: impl IntoIterator<Item = &'a u64>, counters: &BTreeMap<u64, CgroupCounters>) -> Live {
+        ids.into_iter()
+            .filter_map(|id| counters.get(id))
+            .fold(Live::default(), |acc, c| Live {
+                inbound_live: acc.inbound_live.wrapping_add(c.inbound_live),
+                outbound_live: acc.outbound_live.wrapping_add(c.outbound_live),
+                listeners: acc.listeners.wrapping_add(c.listeners),
+            })
+    }
+
+    pub fn minus(self, o: Live) -> Live {
+        Live {
+            inbound_live: self.inbound_live.wrapping_sub(o.inbound_live),
+            outbound_live: self.outbound_live.wrapping_sub(o.outbound_live),
+            listeners: self.listeners.wrapping_sub(o.listeners),
+        }
+    }
+}
+
+/// What `graceful pods` shows in STATE. Only `Running` comes from the
+/// cgroup tree; `Terminating` needs the API's deletionTimestamp and
+/// `Draining` the drain engine, which set it on the view.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum PodState {
+    Running,
+    Terminating,
+    Draining,
+}
+
+impl PodState {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            PodState::Running => "Running",
+            PodState::Terminating => "Terminating",
+            PodState::Draining => "Draining",
+        }
+    }
+}
+
+/// One pod in `graceful pods -o json` (and the API). The names of the
+/// fields are a contract; `namespace` and `name` are null while unknown.
+#[derive(Clone, Debug, Serialize)]
+pub struct PodView {
+    pub uid: String,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    pub qos: QosClass,
+    pub state: PodState,
+    #[serde(flatten)]
+    pub live: Live,
+    pub containers: Vec<ContainerView>,
+    pub driver: Driver,
+    /// The pod-level cgroup, null when the layout has none.
+    pub cgroup_id: Option<u64>,
+    pub path: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ContainerView {
+    pub id: String,
+    pub name: Option<String>,
+    pub runtime: Runtime,
+    pub cgroup_id: u64,
+    pub path: String,
+    #[serde(flatten)]
+    pub live: Live,
+}
+
+impl PodView {
+    pub fn new(pod: &Pod, counters: &BTreeMap<u64, CgroupCounters>) -> Self {
+        PodView {
+            uid: pod.uid.clone(),
+            namespace: pod.namespace.clone(),
+            name: pod.name.clone(),
+            qos: pod.qos,
+            state: PodState::Running,
+            live: Live::sum(&pod.cgroups, counters),
+            containers: pod
+                .containers
+                .iter()
+                .map(|c| ContainerView::new(c, counters))
+                .collect(),
+            driver: pod.driver,
+            cgroup_id: pod.cgroup_id,
+            path: pod.path.clone(),
+        }
+    }
+
+    /// What no container holds: the pod cgroup itself and pod overhead.
+    pub fn outside_containers(&self) -> Live {
+        self.containers.iter().fold(self.live, |acc, c| acc.minus(c.live))
+    }
+}
+
+impl ContainerView {
+    pub fn new(c: &Container, counters: &BTreeMap<u64, CgroupCounters>) -> Self {
+        ContainerView {
+            id: c.id.clone(),
+            name: c.name.clone(),
+            runtime: c.runtime,
+            cgroup_id: c.cgroup_id,
+            path: c.path.clone(),
+            live: Live::sum(&c.cgroups, counters),
+        }
+    }
+}
+
+/// Every pod of the index with its counts, in uid order.
+pub fn views(index: &PodIndex, counters: &BTreeMap<u64, CgroupCounters>) -> Vec<PodView> {
+    index.pods().map(|p| PodView::new(p, counters)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    #[test]
+    fn a_pod_counts_all_its_cgroups_and_each_container_its_own() {
+        let uid = "a3ae0dbd-38d5-48fe-808c-a4d5dada806d";
+        let p = format!("/kubepods/burstable/pod{uid}");
+        let (a, b) = ("a".repeat(64), "b".repeat(64));
+        let mut ix = PodIndex::default();
+        ix.insert(1, Path::new(&p));
+        ix.insert(2, Path::new(&format!("{p}/{a}")));
+        ix.insert(3, Path::new(&format!("{p}/crio-{b}")));
+        ix.insert(4, Path::new(&format!("{p}/crio-{b}/container")));
+        ix.insert(5, Path::new(&format!("{p}/crio-conmon-{b}")));
+        let c = |i, o, l| CgroupCounters {
+            inbound_live: i,
+            outbound_live: o,
+            listeners: l,
+            ..Default::default()
+        };
+        let counters: BTreeMap<u64, CgroupCounters> = [
+            (1, c(1, 0, 1)),
+            (2, c(3, 1, 1)),
+            (4, c(5, 0, 2)),
+            (5, c(0, 2, 0)),
+            (99, c(7, 7, 7)),
+        ]
+        .into();
+        let v = &views(&ix, &counters)[0];
+        let l = |i, o, l| Live {
+            inbound_live: i,
+            outbound_live: o,
+            listeners: l,
+        };
+        assert_eq!(v.live, l(9, 3, 4));
+        assert_eq!(v.containers[0].live, l(3, 1, 1));
+        assert_eq!((v.containers[1].cgroup_id, v.containers[1].live), (3, l(5, 0, 2)));
+        assert_eq!(v.outside_containers(), l(1, 2, 1));
+        let json = serde_json::to_value(v).unwrap();
+        assert_eq!(json["qos"], "burstable");
+        assert_eq!(json["state"], "Running");
+        assert_eq!(json["namespace"], serde_json::Value::Null);
+        assert_eq!(json["inbound_live"], 9);
+        assert_eq!(json["containers"][1]["listeners"], 2);
+        assert_eq!(json["containers"][1]["name"], serde_json::Value::Null);
+        assert_eq!(json["containers"][1]["cgroup_id"], 3);
+    }
+}

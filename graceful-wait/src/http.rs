@@ -1,0 +1,134 @@
+//! Just enough HTTP/1.1 over a unix socket: one request, a response whose
+//! body (chunked or not) is read line by line as it streams in.
+
+use std::{
+    io::{self, BufRead, BufReader, Read, Write},
+    os::unix::net::UnixStream,
+    time::Duration,
+};
+
+pub struct Response {
+    pub status: u16,
+    body: Body,
+}
+
+enum Body {
+    Chunked {
+        reader: BufReader<UnixStream>,
+        left: usize,
+        done: bool,
+    },
+    Plain {
+        reader: BufReader<UnixStream>,
+    },
+}
+
+/// Connects, retrying until `timeout` (the agent may be restarting).
+pub fn connect(path: &str, timeout: Duration) -> io::Result<UnixStream> {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        match UnixStream::connect(path) {
+            Ok(s) => return Ok(s),
+            Err(e) if std::time::Instant::now() >= deadline => return Err(e),
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+}
+
+/// Sends `POST path` with a JSON body and reads the response head.
+pub fn post(mut stream: UnixStream, path: &str, json: &str, read_timeout: Duration) -> io::Result<Response> {
+    stream.set_read_timeout(Some(read_timeout))?;
+    let req = format!(
+        "POST {path} HTTP/1.1\r\nHost: graceful\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{json}",
+        json.len()
+    );
+    stream.write_all(req.as_bytes())?;
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    reader.read_line(&mut line)?;
+    let status = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("bad status line {line:?}")))?;
+    let mut chunked = false;
+    loop {
+        line.clear();
+        if reader.read_line(&mut line)? == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        let l = line.trim_end();
+        if l.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = l.split_once(':') {
+            if k.eq_ignore_ascii_case("transfer-encoding") && v.trim().eq_ignore_ascii_case("chunked") {
+                chunked = true;
+            }
+        }
+    }
+    let body = if chunked {
+        Body::Chunked {
+            reader,
+            left: 0,
+            done: false,
+        }
+    } else {
+        Body::Plain { reader }
+    };
+    Ok(Response { status, body })
+}
+
+impl Response {
+    /// The next line of the body; `None` at its end.
+    pub fn next_line(&mut self) -> io::Result<Option<String>> {
+        let mut out = Vec::new();
+        loop {
+            let byte = match &mut self.body {
+                Body::Plain { reader } => {
+                    let mut b = [0u8; 1];
+                    match reader.read(&mut b)? {
+                        0 => None,
+                        _ => Some(b[0]),
+                    }
+                }
+                Body::Chunked { reader, left, done } => {
+                    if *done {
+                        None
+                    } else {
+                        if *left == 0 {
+                            let mut size = String::new();
+                            // A CRLF ends the previous chunk's data.
+                            while size.trim().is_empty() {
+                                size.clear();
+                                if reader.read_line(&mut size)? == 0 {
+                                    return Err(io::ErrorKind::UnexpectedEof.into());
+                                }
+                            }
+                            let hex = size.trim().split(';').next().unwrap_or("");
+                            *left = usize::from_str_radix(hex, 16)
+                                .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad chunk size"))?;
+                            if *left == 0 {
+                                *done = true;
+                            }
+                        }
+                        if *done {
+                            None
+                        } else {
+                            let mut b = [0u8; 1];
+                            reader.read_exact(&mut b)?;
+                            *left -= 1;
+                            Some(b[0])
+                        }
+                    }
+                }
+            };
+            match byte {
+                Some(b'\n') => return Ok(Some(String::from_utf8_lossy(&out).into_owned())),
+                Some(b) => out.push(b),
+                None if out.is_empty() => return Ok(None),
+                None => return Ok(Some(String::from_utf8_lossy(&out).into_owned())),
+            }
+        }
+    }
+}

@@ -1,0 +1,158 @@
+//! `graceful-wait`: a pod's preStop hook. It asks the graceful agent on this
+//! node to drain the calling container's pod, prints progress, and exits 0
+//! when released. Kubernetes sends SIGTERM right after.
+//!
+//! The client owns the deadlines: if the agent restarts mid-drain it
+//! reconnects and the drain continues from its original start; if the
+//! agent can't be reached it fails open (after `--connect-timeout`, sleeps
+//! `--fallback-sleep`, exits 0). graceful never makes termination slower or
+//! less safe than Kubernetes alone. The last line on stdout is one JSON
+//! object: the report.
+
+mod args;
+mod http;
+
+use std::{
+    io::Write,
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+};
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+fn request_json(a: &args::Args, started_unix_ms: u64) -> String {
+    let after: Vec<String> = a.after_containers.iter().map(|c| format!("{:?}", c)).collect();
+    format!(
+        "{{\"policy\":\"{}\",\"scope\":\"{}\",\"min_ms\":{},\"max_ms\":{},\"settle_ms\":{},\"quiet_ms\":{},\"after_containers\":[{}],\"started_unix_ms\":{}}}",
+        a.policy,
+        a.scope,
+        a.min.as_millis(),
+        a.max.as_millis(),
+        a.settle.as_millis(),
+        a.quiet.as_millis(),
+        after.join(","),
+        started_unix_ms
+    )
+}
+
+/// The report printed when the agent could not decide.
+fn own_report(reason: &str, waited: Duration, detail: &str) -> String {
+    format!(
+        "{{\"type\":\"report\",\"reason\":\"{reason}\",\"waited_ms\":{},\"inbound_at_start\":null,\"peak_inbound\":null,\"detail\":{:?}}}",
+        waited.as_millis(),
+        detail
+    )
+}
+
+/// A field of a flat JSON line, as text (enough for our own progress lines).
+fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    let start = line.find(&format!("\"{key}\":"))? + key.len() + 3;
+    let rest = &line[start..];
+    let end = rest.find([',', '}']).unwrap_or(rest.len());
+    Some(rest[..end].trim_matches('"'))
+}
+
+enum Outcome {
+    Released(String),
+    /// The agent went away mid-drain: reconnect.
+    Lost(String),
+    /// The agent answered with an error: nothing to wait for.
+    Refused(String),
+}
+
+fn attempt(a: &args::Args, started: Instant, started_unix_ms: u64, connect_timeout: Duration) -> Outcome {
+    let stream = match http::connect(&a.socket, connect_timeout) {
+        Ok(s) => s,
+        Err(e) => return Outcome::Lost(format!("cannot reach the agent at {}: {e}", a.socket)),
+    };
+    // Never block past our own deadline, plus a little for the report.
+    let left = a.max.saturating_sub(started.elapsed()) + Duration::from_secs(1);
+    let mut resp = match http::post(stream, "/v1/drain", &request_json(a, started_unix_ms), left) {
+        Ok(r) => r,
+        Err(e) => return Outcome::Lost(format!("agent did not answer: {e}")),
+    };
+    if resp.status != 200 {
+        let body = resp.next_line().ok().flatten().unwrap_or_default();
+        return Outcome::Refused(format!(
+            "agent refused the drain (HTTP {}): {}",
+            resp.status,
+            body.trim()
+        ));
+    }
+    loop {
+        match resp.next_line() {
+            Ok(Some(line)) if line.contains("\"type\":\"report\"") => return Outcome::Released(line),
+            Ok(Some(line)) if line.contains("\"type\":\"progress\"") => {
+                let inbound = field(&line, "inbound").unwrap_or("?");
+                let ms: u64 = field(&line, "ms").and_then(|m| m.parse().ok()).unwrap_or(0);
+                println!(
+                    "graceful-wait: {inbound} inbound connection(s) at {:.1}s",
+                    ms as f64 / 1000.0
+                );
+                let _ = std::io::stdout().flush();
+            }
+            Ok(Some(line)) if line.contains("\"error\"") => {
+                return Outcome::Refused(format!("agent error: {line}"))
+            }
+            Ok(Some(_)) => {}
+            Ok(None) => return Outcome::Lost("the agent closed the drain before releasing it".into()),
+            Err(e) => return Outcome::Lost(format!("lost the agent mid-drain: {e}")),
+        }
+    }
+}
+
+fn main() {
+    let started = Instant::now();
+    let started_unix_ms = unix_ms();
+    let a = match args::parse(std::env::args().skip(1), |k| std::env::var(k).ok()) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("graceful-wait: {e}");
+            std::process::exit(2);
+        }
+    };
+    let mut connected_once = false;
+    loop {
+        // The first connection gets --connect-timeout; after the agent has
+        // answered once, keep trying until the deadline (it may be restarting).
+        let timeout = if connected_once {
+            a.max
+                .saturating_sub(started.elapsed())
+                .min(Duration::from_secs(1))
+        } else {
+            a.connect_timeout
+        };
+        match attempt(&a, started, started_unix_ms, timeout) {
+            Outcome::Released(report) => {
+                println!("{report}");
+                return;
+            }
+            Outcome::Refused(why) => {
+                eprintln!("graceful-wait: {why}; failing open");
+                std::thread::sleep(a.fallback_sleep);
+                println!("{}", own_report("agent-unreachable", started.elapsed(), &why));
+                return;
+            }
+            Outcome::Lost(why) => {
+                if started.elapsed() >= a.max {
+                    eprintln!("graceful-wait: {why}; deadline reached");
+                    println!("{}", own_report("deadline", started.elapsed(), &why));
+                    return;
+                }
+                if !connected_once && !why.contains("mid-drain") && !why.contains("closed the drain") {
+                    eprintln!("graceful-wait: {why}; failing open after {:?}", a.connect_timeout);
+                    std::thread::sleep(a.fallback_sleep);
+                    println!("{}", own_report("agent-unreachable", started.elapsed(), &why));
+                    return;
+                }
+                connected_once = true;
+                eprintln!("graceful-wait: {why}; reconnecting");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+}

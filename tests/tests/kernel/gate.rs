@@ -1,0 +1,239 @@
+//! The drain gate end to end: the agent places graceful-wait and its socket
+//! in a host directory; a simulated pod (kubelet-layout cgroups, its own
+//! network namespace, a real server) runs the hook; real clients keep
+//! coming while "the load balancer hasn't heard yet".
+
+use std::{
+    io::{Read, Write},
+    os::unix::net::UnixStream,
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use graceful::bpf::loader::monotonic_ns;
+use graceful_tests::{
+    agent::Agent,
+    cgroup::Cgroup,
+    netns::VethPair,
+    peer::{addr, place, Peer},
+    pod::SimPod,
+};
+use serde_json::Value;
+
+use crate::require_root;
+
+/// Starts `graceful-wait` (the copy the agent placed in its gate dir) in `cg`.
+fn hook(agent: &Agent, cg: &Cgroup, args: &[&str]) -> Child {
+    let bin = agent.gate_dir.as_ref().unwrap().join("graceful-wait");
+    let mut cmd = Command::new(&bin);
+    cmd.args(args)
+        .arg("--socket")
+        .arg(agent.gate_sock())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    place(&mut cmd, cg, None);
+    cmd.spawn().unwrap_or_else(|e| panic!("{}: {e}", bin.display()))
+}
+
+/// Waits for the hook; returns its report (its last stdout line) and its output.
+fn finish(child: Child) -> (Value, String) {
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "graceful-wait failed: {stdout}{stderr}");
+    let last = stdout.lines().last().unwrap_or_default();
+    let report: Value = serde_json::from_str(last)
+        .unwrap_or_else(|e| panic!("last line {last:?} is not JSON: {e}\n{stderr}"));
+    (report, format!("{stdout}{stderr}"))
+}
+
+#[test]
+fn released_within_20ms_of_the_last_close_after_endpoint_propagation() {
+    require_root!();
+    let mut agent = Agent::with_gate();
+    agent.start();
+    let pod = SimPod::create(1);
+    let net = VethPair::create();
+    let lb = Cgroup::unique("lb");
+    let mut app = Peer::spawn(pod.container(0), Some(&net.b));
+    let port = app.listen("0.0.0.0:0", "echo-close");
+
+    // The hook starts; the load balancer keeps sending new requests for
+    // P = 1.5 s (it hasn't heard of the termination), each taking R = 200 ms.
+    let started = Instant::now();
+    let child = hook(
+        &agent,
+        pod.container(0),
+        &["--min", "0s", "--settle", "100ms", "--max", "20s"],
+    );
+    let mut client = Peer::spawn(&lb, Some(&net.a));
+    let words = client.cmd(&format!("traffic {} 1500 200 4", addr(&net.b_v4, port)));
+    let stopped = started.elapsed();
+    let (done, failed): (u64, u64) = (words[0].parse().unwrap(), words[1].parse().unwrap());
+    let (report, out) = finish(child);
+
+    assert_eq!(failed, 0, "requests failed during the drain");
+    assert!(done > 10, "only {done} requests");
+    assert_eq!(report["reason"], "drained", "{out}");
+    assert!(
+        report["waited_ms"].as_u64().unwrap() >= stopped.as_millis() as u64 - 50,
+        "released before the traffic stopped: {out}"
+    );
+    let after = report["after_last_close_ms"].as_u64().unwrap();
+    assert!(
+        after <= 100 + 20,
+        "released {after} ms after the last close (settle 100 ms): {out}"
+    );
+    assert_eq!(report["pod"], pod.uid.as_str());
+    assert!(report["peak_inbound"].as_u64().unwrap() >= 1);
+    assert!(report["new_connections"].as_u64().unwrap() >= done - 4);
+    assert!(
+        out.contains("inbound connection(s) at"),
+        "no progress lines: {out}"
+    );
+    eprintln!("propagation: {done} requests, 0 failed, released {after} ms after the last close");
+}
+
+#[test]
+fn quiet_releases_idle_keepalives_and_drained_hits_the_deadline() {
+    require_root!();
+    let mut agent = Agent::with_gate();
+    agent.start();
+    let pod = SimPod::create(1);
+    let lb = Cgroup::unique("lb");
+    let mut app = Peer::spawn(pod.container(0), None);
+    let port = app.listen("127.0.0.1:0", "hold");
+    let mut pool = Peer::spawn(&lb, None);
+    pool.connect(&addr("127.0.0.1", port), 20);
+    graceful_tests::wait_for(10, "accepts", || (app.accepted() == 20).then_some(()));
+
+    let child = hook(
+        &agent,
+        pod.container(0),
+        &[
+            "--policy", "quiet", "--quiet", "300ms", "--min", "0s", "--max", "10s",
+        ],
+    );
+    // Requests over the pool keep it busy, each within the quiet window of
+    // the one before; then it goes idle.
+    for _ in 0..3 {
+        std::thread::sleep(Duration::from_millis(200));
+        pool.cmd("send-out 3 512");
+    }
+    let last_payload = monotonic_ns();
+    let (report, out) = finish(child);
+    assert_eq!(report["reason"], "quiet", "{out}");
+    assert_eq!(report["inbound_at_release"], 20);
+    assert!(
+        report["waited_ms"].as_u64().unwrap() >= 900,
+        "payload did not hold the drain: {out}"
+    );
+    let after_ms = (report["release_ns"]
+        .as_u64()
+        .unwrap()
+        .saturating_sub(last_payload))
+        / 1_000_000;
+    assert!(
+        (300..=320).contains(&after_ms),
+        "quiet released {after_ms} ms after the last payload (window 300 ms): {out}"
+    );
+
+    let child = hook(
+        &agent,
+        pod.container(0),
+        &["--policy", "drained", "--min", "0s", "--max", "600ms"],
+    );
+    let (report, out) = finish(child);
+    assert_eq!(report["reason"], "deadline", "{out}");
+    assert_eq!(report["inbound_at_release"], 20);
+}
+
+#[test]
+fn the_client_fails_open_without_an_agent() {
+    require_root!();
+    let agent = Agent::with_gate();
+    // Never started: no socket. Use the built binary directly.
+    let bin = graceful_tests::agent::graceful_bin().with_file_name("graceful-wait");
+    let started = Instant::now();
+    let out = Command::new(bin)
+        .args([
+            "--socket",
+            &agent.gate_sock().display().to_string(),
+            "--connect-timeout",
+            "300ms",
+            "--fallback-sleep",
+            "200ms",
+        ])
+        .output()
+        .unwrap();
+    let elapsed = started.elapsed();
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(report["reason"], "agent-unreachable");
+    assert!(
+        elapsed >= Duration::from_millis(500) && elapsed < Duration::from_secs(3),
+        "{elapsed:?}"
+    );
+}
+
+#[test]
+fn a_drain_survives_kill_9_of_the_agent() {
+    require_root!();
+    let mut agent = Agent::with_gate();
+    agent.start();
+    let pod = SimPod::create(1);
+    let lb = Cgroup::unique("lb");
+    let mut app = Peer::spawn(pod.container(0), None);
+    let port = app.listen("127.0.0.1:0", "hold");
+    let mut client = Peer::spawn(&lb, None);
+    client.connect(&addr("127.0.0.1", port), 3);
+    graceful_tests::wait_for(10, "accepts", || (app.accepted() == 3).then_some(()));
+
+    let started = Instant::now();
+    let child = hook(
+        &agent,
+        pod.container(0),
+        &["--min", "0s", "--settle", "100ms", "--max", "20s"],
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    agent.kill9();
+    app.cmd("close-in 3 fin");
+    std::thread::sleep(Duration::from_millis(300));
+    agent.start();
+    let (report, out) = finish(child);
+    assert_eq!(report["reason"], "drained", "{out}");
+    assert!(out.contains("reconnecting"), "{out}");
+    // The drain kept its original start.
+    let waited = report["waited_ms"].as_u64().unwrap();
+    assert!(
+        waited + 50 >= started.elapsed().as_millis() as u64 - 200,
+        "waited {waited} ms: {out}"
+    );
+}
+
+/// Raw HTTP on the gate socket, from a process in `cg`.
+fn raw(agent: &Agent, request: &[u8]) -> String {
+    let mut s = UnixStream::connect(agent.gate_sock()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let _ = s.write_all(request);
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
+#[test]
+fn callers_outside_pods_are_refused_and_bad_requests_get_4xx() {
+    require_root!();
+    let mut agent = Agent::with_gate();
+    agent.start();
+    // The test process is in no pod: refused, whatever it asks.
+    let out = raw(
+        &agent,
+        b"GET /v1/self HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    );
+    assert!(out.starts_with("HTTP/1.1 403"), "{out}");
+    assert!(out.contains("is not in a Kubernetes pod"), "{out}");
+    let out = raw(&agent, b"this is not http\r\n\r\n");
+    assert!(out.starts_with("HTTP/1.1 400"), "{out}");
+}
