@@ -103,7 +103,7 @@ fn send(cgroup_id: u64, c: *mut u64, kind: u32, now: u64) {
         kind,
         _pad: 0,
     };
-    if EVENTS.output(&ev, 0).is_err() {
+    if EVENTS.output(ev, 0).is_err() {
         bump(stat::EVENTS_LOST);
     }
 }

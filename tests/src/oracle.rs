@@ -44,7 +44,7 @@ fn local_port(line: &str) -> Option<u16> {
 /// clients never use a listener's port).
 pub fn view(ns: Option<&NetNs>, cgroup: &str) -> View {
     let listen = ss(ns, &["-ltnH", "cgroup", cgroup]);
-    let ports: BTreeSet<u16> = listen.lines().filter_map(|l| local_port(l)).collect();
+    let ports: BTreeSet<u16> = listen.lines().filter_map(local_port).collect();
     let live = ss(
         ns,
         &[

@@ -72,12 +72,27 @@ fn observe(kernel: &Kernel, cgroups: &[u64]) -> (Observed, u64) {
 
 /// Runs a drain over `cgroups` until the policy releases it. `progress` is
 /// called whenever the inbound count changes.
+///
+/// `exited` resolves when the containers the drain waits for (`--after-containers`)
+/// have exited; pass `None` when there are none. With it, only their exit
+/// or the deadline releases the drain: a mesh proxy must outlive the app's
+/// outbound calls, whatever its inbound traffic does.
 pub async fn run(
     kernel: &Kernel,
     cgroups: &[u64],
     params: Params,
+    exited: Option<impl std::future::Future<Output = ()>>,
     mut progress: impl FnMut(&Point),
 ) -> Result<Report, EventsError> {
+    let waits_for_exits = exited.is_some();
+    let exited = async move {
+        match exited {
+            Some(f) => f.await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(exited);
+    let mut containers_exited = false;
     // Subscribe before the first read, so no change falls between the two.
     let mut rx = kernel.events.subscribe();
     let flags = watch::CONNECTIONS
@@ -114,7 +129,15 @@ pub async fn run(
             timeline.push(p);
         }
         peak = peak.max(o.inbound_live);
-        match decide(&params, &o, now) {
+        let decision = match decide(&params, &o, now) {
+            _ if containers_exited => Decision::Release(Reason::ContainersExited),
+            // Waiting for containers to exit: only they, or the deadline, release.
+            Decision::Release(Reason::Drained | Reason::Quiet) if waits_for_exits => {
+                Decision::WaitUntil(params.start_ns.saturating_add(params.max.as_nanos() as u64))
+            }
+            d => d,
+        };
+        match decision {
             Decision::Release(reason) => {
                 let after_last_close_ms = (reason == Reason::Drained
                     && o.last_inbound_close_ns >= params.start_ns)
@@ -142,6 +165,7 @@ pub async fn run(
                 loop {
                     tokio::select! {
                         _ = &mut sleep => break,
+                        _ = &mut exited, if !containers_exited => { containers_exited = true; break }
                         ev = rx.recv() => match ev {
                             Ok(ev) if cgroups.contains(&ev.cgroup_id) => break,
                             Ok(_) => continue,

@@ -6,4 +6,5 @@
 //! - [`engine`]: one drain, event-driven from start to release.
 pub mod engine;
 pub mod events;
+pub mod exits;
 pub mod policy;

@@ -30,6 +30,7 @@ use crate::{
     drain::{
         engine,
         events::Kernel,
+        exits::all_exited,
         policy::{Params, Policy},
     },
     resolver::index::{Pod, PodIndex},
@@ -221,6 +222,10 @@ async fn drain(gate: Arc<Gate>, caller: Caller, req: Request<hyper::body::Incomi
         Ok(c) => c,
         Err(e) => return error(StatusCode::NOT_FOUND, e),
     };
+    let exit_dirs = match after_dirs(&gate, &caller, &r.after_containers) {
+        Ok(d) => d,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
+    };
     let params = Params {
         policy: r.policy,
         start_ns: start_ns(r.started_unix_ms),
@@ -245,7 +250,13 @@ async fn drain(gate: Arc<Gate>, caller: Caller, req: Request<hyper::body::Incomi
             _ => None,
         };
         let progress_tx = tx.clone();
-        let run = engine::run(&gate.kernel, &cgroups, params, move |p| {
+        let exited = (!exit_dirs.is_empty()).then_some(async move {
+            if let Err(e) = all_exited(exit_dirs).await {
+                warn!(error = %e, "cannot watch the containers to outlive; waiting for the deadline");
+                std::future::pending::<()>().await;
+            }
+        });
+        let run = engine::run(&gate.kernel, &cgroups, params, exited, move |p| {
             let line = Line::Progress {
                 ms: p.ms,
                 inbound: p.inbound,
@@ -296,6 +307,33 @@ async fn drain(gate: Arc<Gate>, caller: Caller, req: Request<hyper::body::Incomi
         .header("content-type", "application/x-ndjson")
         .body(BodyExt::boxed(StreamBody::new(stream)))
         .expect("static response parts")
+}
+
+/// The cgroup directories of the containers named in `--after-containers`:
+/// by name (once the Kubernetes API has told them) or by id (a prefix of
+/// at least 12 characters, as `crictl ps` shows them).
+fn after_dirs(gate: &Gate, caller: &Caller, wanted: &[String]) -> Result<Vec<PathBuf>, String> {
+    if wanted.is_empty() {
+        return Ok(Vec::new());
+    }
+    let pod =
+        pod_of(gate, caller).ok_or_else(|| format!("pod {} has no cgroups on this node", caller.pod))?;
+    let mut dirs = Vec::new();
+    for w in wanted {
+        let found = pod.containers.iter().find(|c| {
+            c.name.as_deref() == Some(w.as_str()) || (w.len() >= 12 && c.id.starts_with(w.as_str()))
+        });
+        match found {
+            Some(c) => dirs.push(gate.hier.dir(&c.path)),
+            None => {
+                return Err(format!(
+                    "--after-containers: no container {w:?} in pod {} (give a container name, or an id of 12+ characters)",
+                    caller.pod
+                ))
+            }
+        }
+    }
+    Ok(dirs)
 }
 
 fn line_bytes<T: serde::Serialize>(v: &T) -> Bytes {

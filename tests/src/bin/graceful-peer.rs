@@ -19,6 +19,7 @@
 //! - `held` → `ok OUT IN`.
 //! - `traffic ADDR MS HOLD_MS [CONC]` → `ok DONE FAILED`: requests for MS ms.
 //! - `send-out N BYTES` → `ok`: payload on N held outbound connections.
+//! - `gate SOCKET HEX` → `ok HEX`: a raw request to a unix socket, and its answer.
 
 use std::{
     io::{BufRead, Read, Write},
@@ -188,6 +189,16 @@ fn traffic(addr: &str, ms: u64, hold_ms: u64, conc: u64) -> Result<String, Strin
     ))
 }
 
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Result<Vec<u8>, String> {
+    (0..s.len() / 2)
+        .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).map_err(|e| e.to_string()))
+        .collect()
+}
+
 fn handle(st: &mut State, line: &str) -> Result<String, String> {
     let w: Vec<&str> = line.split_whitespace().collect();
     let num = |i: usize| -> Result<u64, String> {
@@ -260,6 +271,19 @@ fn handle(st: &mut State, line: &str) -> Result<String, String> {
                 s.write_all(&bytes).map_err(|e| e.to_string())?;
             }
             Ok("ok".into())
+        }
+        Some("gate") => {
+            // `gate SOCKET HEX`: raw bytes to a unix socket, from inside this
+            // peer's cgroup; replies `ok HEX` with everything read back.
+            let sock = w.get(1).ok_or("missing socket")?;
+            let req = unhex(w.get(2).ok_or("missing request")?)?;
+            let mut s = std::os::unix::net::UnixStream::connect(sock).map_err(|e| e.to_string())?;
+            s.set_read_timeout(Some(Duration::from_secs(10)))
+                .map_err(|e| e.to_string())?;
+            let _ = s.write_all(&req);
+            let mut out = Vec::new();
+            let _ = s.read_to_end(&mut out);
+            Ok(format!("ok {}", hex(&out)))
         }
         Some("accepted") => match w.get(1) {
             // `accepted PORT`: by one listener.

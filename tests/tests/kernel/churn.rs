@@ -18,8 +18,8 @@ fn spread(port: u16) -> String {
         .join(",")
 }
 
-/// `GRACEFUL_CHURN_SCALE` (default 1.0) scales the churned connections:
-/// `cargo xtask vm-test` lowers it, since guests under TCG are slow.
+/// `GRACEFUL_CHURN_SCALE` (default 1.0) scales the churned connections, for
+/// quick runs on slow machines (`cargo xtask vm-test --churn-scale 0.1`).
 fn scale() -> f64 {
     let Some(v) = std::env::var_os("GRACEFUL_CHURN_SCALE") else {
         return 1.0;

@@ -50,6 +50,7 @@ fn drained_is_released_within_milliseconds_of_settle_after_the_last_close() {
             &kernel,
             &cgroups,
             params(Policy::Drained, Duration::from_secs(20)),
+            None::<std::future::Pending<()>>,
             |_| {},
         );
         let closer = tokio::task::spawn_blocking(move || {
@@ -98,6 +99,7 @@ fn drained_hits_its_deadline_with_idle_keepalive_connections() {
             &kernel,
             &[app.id()],
             params(Policy::Drained, Duration::from_millis(500)),
+            None::<std::future::Pending<()>>,
             |_| {},
         )
         .await

@@ -23,7 +23,7 @@ use serde_json::Value;
 use crate::require_root;
 
 /// Starts `graceful-wait` (the copy the agent placed in its gate dir) in `cg`.
-fn hook(agent: &Agent, cg: &Cgroup, args: &[&str]) -> Child {
+pub fn hook(agent: &Agent, cg: &Cgroup, args: &[&str]) -> Child {
     let bin = agent.gate_dir.as_ref().unwrap().join("graceful-wait");
     let mut cmd = Command::new(&bin);
     cmd.args(args)
@@ -36,7 +36,7 @@ fn hook(agent: &Agent, cg: &Cgroup, args: &[&str]) -> Child {
 }
 
 /// Waits for the hook; returns its report (its last stdout line) and its output.
-fn finish(child: Child) -> (Value, String) {
+pub fn finish(child: Child) -> (Value, String) {
     let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -236,4 +236,92 @@ fn callers_outside_pods_are_refused_and_bad_requests_get_4xx() {
     assert!(out.contains("is not in a Kubernetes pod"), "{out}");
     let out = raw(&agent, b"this is not http\r\n\r\n");
     assert!(out.starts_with("HTTP/1.1 400"), "{out}");
+}
+
+#[test]
+fn a_pod_sees_only_itself_and_bad_requests_get_clear_4xx_while_drains_go_on() {
+    require_root!();
+    let mut agent = Agent::with_gate();
+    agent.start();
+    let (pod_a, pod_b) = (SimPod::create(1), SimPod::create(1));
+    let mut app_b = Peer::spawn(pod_b.container(0), None);
+    let port = app_b.listen("127.0.0.1:0", "hold");
+    let mut client = Peer::spawn(pod_a.container(0), None);
+    client.connect(&addr("127.0.0.1", port), 2);
+
+    // A drain in pod B goes on while pod A's process sends garbage.
+    let drain_b = hook(
+        &agent,
+        pod_b.container(0),
+        &["--min", "0s", "--settle", "100ms", "--max", "10s"],
+    );
+
+    // From inside pod A: /v1/self is pod A, with pod A's counts only.
+    let mut asker = Peer::spawn(pod_a.container(0), None);
+    let sock = agent.gate_sock().display().to_string();
+    let mut ask = |req: &str| -> String {
+        let hex: String = req.bytes().map(|b| format!("{b:02x}")).collect();
+        let words = asker.cmd(&format!("gate {sock} {hex}"));
+        let raw = words.first().cloned().unwrap_or_default();
+        let bytes: Vec<u8> = (0..raw.len() / 2)
+            .map(|i| u8::from_str_radix(&raw[2 * i..2 * i + 2], 16).unwrap())
+            .collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    };
+    let me = ask("GET /v1/self HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    assert!(me.starts_with("HTTP/1.1 200"), "{me}");
+    assert!(me.contains(&pod_a.uid) && !me.contains(&pod_b.uid), "{me}");
+    assert!(
+        me.contains("\"outbound_live\":2") && me.contains("\"inbound_live\":0"),
+        "{me}"
+    );
+
+    let cases = [
+        ("GET /v1/pods HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", "404"),
+        ("DELETE /v1/drain HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", "405"),
+        ("POST /v1/drain HTTP/1.1\r\nHost: x\r\nContent-Length: 9\r\nConnection: close\r\n\r\n{not json", "400"),
+        (
+            "POST /v1/drain HTTP/1.1\r\nHost: x\r\nContent-Length: 14\r\nConnection: close\r\n\r\n{\"policy\":\"x\"}",
+            "400",
+        ),
+        ("GARBAGE\r\n\r\n", "400"),
+    ];
+    for (req, status) in cases {
+        let out = ask(req);
+        assert!(out.starts_with(&format!("HTTP/1.1 {status}")), "{req:?} → {out}");
+    }
+    // A body over 64 KiB.
+    let big = format!(
+        "POST /v1/drain HTTP/1.1\r\nHost: x\r\nContent-Length: 70000\r\nConnection: close\r\n\r\n{}",
+        "x".repeat(70000)
+    );
+    let out = ask(&big);
+    assert!(out.starts_with("HTTP/1.1 413"), "{}", &out[..out.len().min(200)]);
+    assert!(out.contains("over 65536 bytes"), "{out}");
+
+    // Slowloris: a client that sends half its headers and stalls is cut off;
+    // meanwhile pod B's drain is released as soon as its traffic is gone.
+    let slow = std::thread::spawn({
+        let sock = agent.gate_sock();
+        move || {
+            let mut s = UnixStream::connect(sock).unwrap();
+            s.write_all(b"POST /v1/drain HTTP/1.1\r\nHost: x\r\n").unwrap();
+            let started = Instant::now();
+            let mut out = String::new();
+            s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            let _ = s.read_to_string(&mut out);
+            (started.elapsed(), out)
+        }
+    });
+    client.cmd("close-out 2 fin");
+    app_b.cmd("close-in 2 fin");
+    let (report, out) = finish(drain_b);
+    assert_eq!(report["reason"], "drained", "{out}");
+    assert_eq!(report["pod"], pod_b.uid.as_str());
+    let (took, out) = slow.join().unwrap();
+    assert!(
+        took < Duration::from_secs(8),
+        "a stalled client was kept {took:?}"
+    );
+    assert!(out.is_empty() || out.starts_with("HTTP/1.1 408"), "{out}");
 }

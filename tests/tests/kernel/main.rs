@@ -7,6 +7,7 @@ mod churn;
 mod counts;
 mod drain_engine;
 mod gate;
+mod gate_scopes;
 mod pods;
 mod preexisting;
 mod restart;

@@ -1,0 +1,203 @@
+//! Kubernetes Events on pods (core/v1), as `kubectl describe pod` shows
+//! them.
+//!
+//! An Event is posted with the fields both the old and the new Event
+//! readers use: `source` and `firstTimestamp`/`lastTimestamp`/`count` for
+//! `kubectl describe`, `eventTime`/`reportingComponent`/`reportingInstance`/
+//! `action` for `kubectl events` and events.k8s.io/v1. The API server
+//! requires `action` and `reportingComponent` once `eventTime` is set.
+//!
+//! Posting never holds its caller long: it gives up after a timeout, and a
+//! failure is logged and returned, never retried (an Event is a courtesy;
+//! the log line beside it is the record).
+
+use std::{
+    sync::{Arc, Mutex, PoisonError},
+    time::Duration,
+};
+
+use k8s_openapi::{
+    api::core::v1::{Event, EventSource, ObjectReference},
+    apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time},
+    jiff::Timestamp,
+};
+use kube::{api::PostParams, Api, Client};
+use tracing::{debug, warn};
+
+/// The component name Events are posted under.
+pub const COMPONENT: &str = "graceful";
+/// The API server's limit on `message` (bytes).
+const MESSAGE_LIMIT: usize = 1024;
+
+/// The pod an Event is about.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodRef {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EventError {
+    #[error("no connection to the Kubernetes API")]
+    NotConnected,
+    #[error("the API did not answer within {0:?}")]
+    Timeout(Duration),
+    #[error("{0}")]
+    Api(#[from] kube::Error),
+}
+
+/// Posts Events; cheap to clone. Has a client once the watch made one.
+#[derive(Clone)]
+pub struct EventPoster {
+    client: Arc<Mutex<Option<Client>>>,
+    node: String,
+    timeout: Duration,
+}
+
+impl EventPoster {
+    pub fn new(node: String, timeout: Duration) -> Self {
+        Self {
+            client: Arc::default(),
+            node,
+            timeout,
+        }
+    }
+
+    pub(crate) fn set_client(&self, c: Client) {
+        *self.client.lock().unwrap_or_else(PoisonError::into_inner) = Some(c);
+    }
+
+    /// Posts one Event on `pod`: `reason` (UpperCamelCase), a one-line
+    /// `message`, type Warning or Normal. Returns within the timeout; a
+    /// failure is logged here, so callers may ignore the result.
+    pub async fn post_event(&self, pod: &PodRef, reason: &str, message: &str, warning: bool) -> Result<(), EventError> {
+        let result = self.try_post(pod, reason, message, warning).await;
+        match &result {
+            Ok(()) => debug!(pod = %format!("{}/{}", pod.namespace, pod.name), reason, "event posted"),
+            Err(e) => warn!(
+                pod = %format!("{}/{}", pod.namespace, pod.name),
+                reason,
+                error = %e,
+                "cannot post the Kubernetes Event (the log line is the record)"
+            ),
+        }
+        result
+    }
+
+    async fn try_post(&self, pod: &PodRef, reason: &str, message: &str, warning: bool) -> Result<(), EventError> {
+        let client = self
+            .client
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .ok_or(EventError::NotConnected)?;
+        let ev = build_event(pod, reason, message, warning, &self.node, Timestamp::now());
+        let api: Api<Event> = Api::namespaced(client, &pod.namespace);
+        match tokio::time::timeout(self.timeout, api.create(&PostParams::default(), &ev)).await {
+            Ok(r) => r.map(drop).map_err(EventError::from),
+            Err(_) => Err(EventError::Timeout(self.timeout)),
+        }
+    }
+}
+
+/// The Event object, as client-go's recorder would make it.
+pub fn build_event(pod: &PodRef, reason: &str, message: &str, warning: bool, node: &str, now: Timestamp) -> Event {
+    Event {
+        metadata: ObjectMeta {
+            name: Some(event_name(&pod.name, now)),
+            namespace: Some(pod.namespace.clone()),
+            ..Default::default()
+        },
+        involved_object: ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            name: Some(pod.name.clone()),
+            namespace: Some(pod.namespace.clone()),
+            uid: Some(pod.uid.clone()),
+            ..Default::default()
+        },
+        reason: Some(reason.to_string()),
+        message: Some(one_line(message)),
+        type_: Some(if warning { "Warning" } else { "Normal" }.into()),
+        source: Some(EventSource {
+            component: Some(COMPONENT.into()),
+            host: Some(node.to_string()),
+        }),
+        first_timestamp: Some(Time(now)),
+        last_timestamp: Some(Time(now)),
+        event_time: Some(MicroTime(now)),
+        count: Some(1),
+        action: Some("Drain".into()),
+        reporting_component: Some(COMPONENT.into()),
+        reporting_instance: Some(truncate(node, 128).to_string()),
+        ..Default::default()
+    }
+}
+
+/// `<pod>.<unix nanos, hex>`, as client-go names Events; the pod part is
+/// cut so the whole stays a valid name (253 characters).
+fn event_name(pod: &str, now: Timestamp) -> String {
+    let suffix = format!(".{:x}", now.as_nanosecond().max(0));
+    let room = 253 - suffix.len();
+    format!("{}{suffix}", truncate(pod, room).trim_end_matches(['.', '-']))
+}
+
+/// Newlines and control characters become spaces; at most 1 KiB.
+fn one_line(s: &str) -> String {
+    let line: String = s
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    truncate(line.trim(), MESSAGE_LIMIT).to_string()
+}
+
+fn truncate(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_event_is_well_formed() {
+        let pod = PodRef {
+            namespace: "shop".into(),
+            name: "web-6d4cf56db6-7xq2b".into(),
+            uid: "0b6a1c52-3f0e-4b8e-9a47-6f1d2c9e8a10".into(),
+        };
+        let now: Timestamp = "2026-11-29T20:01:02.345678Z".parse().unwrap();
+        let ev = build_event(&pod, "InboundDrained", "a\nb\tc ", false, "node-a", now);
+        let v = serde_json::to_value(&ev).unwrap();
+        assert_eq!(v["apiVersion"], "v1");
+        assert_eq!(v["kind"], "Event");
+        assert_eq!(v["involvedObject"]["uid"], pod.uid);
+        assert_eq!(v["involvedObject"]["kind"], "Pod");
+        assert_eq!(v["message"], "a b c");
+        assert_eq!(v["type"], "Normal");
+        assert_eq!(v["source"]["component"], "graceful");
+        assert_eq!(v["reportingInstance"], "node-a");
+        assert_eq!(v["eventTime"], "2026-11-29T20:01:02.345678Z");
+        assert_eq!(v["firstTimestamp"], "2026-11-29T20:01:02Z");
+        let name = v["metadata"]["name"].as_str().unwrap();
+        assert!(name.starts_with("web-6d4cf56db6-7xq2b."), "{name}");
+    }
+
+    #[test]
+    fn long_names_and_messages_are_cut_to_the_api_limits() {
+        let now = Timestamp::now();
+        let long = "a".repeat(300);
+        assert!(event_name(&long, now).len() <= 253);
+        let msg = "é".repeat(1000);
+        let m = one_line(&msg);
+        assert!(m.len() <= MESSAGE_LIMIT && m.chars().all(|c| c == 'é'));
+    }
+}

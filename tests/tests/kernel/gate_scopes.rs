@@ -1,0 +1,151 @@
+//! Scopes of the gate: a sidecar held by its pod's traffic, a container
+//! released by its own connections, a proxy outliving named containers.
+
+use std::time::{Duration, Instant};
+
+use graceful::bpf::loader::monotonic_ns;
+use graceful_tests::{
+    agent::Agent,
+    cgroup::Cgroup,
+    peer::{addr, Peer},
+    pod::SimPod,
+};
+
+use crate::{
+    gate::{finish, hook},
+    require_root,
+};
+
+#[test]
+fn a_sidecar_with_scope_pod_is_held_until_the_app_has_drained() {
+    require_root!();
+    let mut agent = Agent::with_gate();
+    agent.start();
+    let pod = SimPod::create(2); // 0: the app, 1: a policy-engine sidecar
+    let lb = Cgroup::unique("lb");
+    let mut app = Peer::spawn(pod.container(0), None);
+    let port = app.listen("127.0.0.1:0", "hold");
+    let mut clients = Peer::spawn(&lb, None);
+    clients.connect(&addr("127.0.0.1", port), 4);
+    graceful_tests::wait_for(10, "accepts", || (app.accepted() == 4).then_some(()));
+
+    let started = Instant::now();
+    let sidecar = hook(
+        &agent,
+        pod.container(1),
+        &[
+            "--scope", "pod", "--min", "0s", "--settle", "100ms", "--max", "10s",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(600));
+    app.cmd("close-in 4 fin");
+    let closed_at = started.elapsed();
+    let (report, out) = finish(sidecar);
+    assert_eq!(report["reason"], "drained", "{out}");
+    assert_eq!(report["inbound_at_start"], 4, "{out}");
+    assert!(
+        report["waited_ms"].as_u64().unwrap() >= closed_at.as_millis() as u64,
+        "released before the app drained: {out}"
+    );
+    assert!(report["after_last_close_ms"].as_u64().unwrap() <= 120, "{out}");
+}
+
+#[test]
+fn a_container_with_scope_container_is_released_when_its_own_connections_close() {
+    require_root!();
+    let mut agent = Agent::with_gate();
+    agent.start();
+    let pod = SimPod::create(2); // 0: HAProxy, 1: a WAF agent it calls over loopback
+    let lb = Cgroup::unique("lb");
+    let mut proxy = Peer::spawn(pod.container(0), None);
+    let front = proxy.listen("127.0.0.1:0", "hold");
+    let mut waf = Peer::spawn(pod.container(1), None);
+    let spoa = waf.listen("127.0.0.1:0", "hold");
+    let mut clients = Peer::spawn(&lb, None);
+    clients.connect(&addr("127.0.0.1", front), 5); // the pod stays busy
+    proxy.connect(&addr("127.0.0.1", spoa), 3); // the proxy's connections to the WAF
+    graceful_tests::wait_for(10, "accepts", || {
+        (waf.accepted() == 3 && proxy.accepted() == 5).then_some(())
+    });
+
+    let waf_hook = hook(
+        &agent,
+        pod.container(1),
+        &[
+            "--scope",
+            "container",
+            "--min",
+            "0s",
+            "--settle",
+            "100ms",
+            "--max",
+            "10s",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(400));
+    proxy.cmd("close-out 3 fin");
+    waf.cmd("close-in 3 fin");
+    let (report, out) = finish(waf_hook);
+    assert_eq!(report["reason"], "drained", "{out}");
+    assert_eq!(report["scope"], "container");
+    assert_eq!(
+        report["inbound_at_start"], 3,
+        "only the WAF's own connections count: {out}"
+    );
+    // The proxy's own inbound connections were still open: a pod-scope
+    // drain would have waited for them.
+    assert_eq!(
+        graceful_tests::oracle::view(None, pod.container(0).path()).inbound_live,
+        5
+    );
+}
+
+#[test]
+fn after_containers_releases_within_20ms_of_their_exit() {
+    require_root!();
+    let mut agent = Agent::with_gate();
+    agent.start();
+    let pod = SimPod::create(2); // 0: the app, 1: a mesh proxy
+    let app_id = pod.containers[0].0.clone();
+    let app = Peer::spawn(pod.container(0), None);
+    let mesh = hook(
+        &agent,
+        pod.container(1),
+        &[
+            "--after-containers",
+            &app_id[..12],
+            "--min",
+            "0s",
+            "--settle",
+            "0s",
+            "--max",
+            "10s",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let before = monotonic_ns();
+    app.kill();
+    let after = monotonic_ns();
+    let (report, out) = finish(mesh);
+    assert_eq!(report["reason"], "containers-exited", "{out}");
+    let release = report["release_ns"].as_u64().unwrap();
+    assert!(release >= before, "{out}");
+    assert!(
+        release.saturating_sub(after) <= 20_000_000,
+        "released {} ms after the app exited: {out}",
+        (release - after) / 1_000_000
+    );
+
+    // An unknown container is a clear error, and the hook fails open.
+    let other = hook(
+        &agent,
+        pod.container(1),
+        &["--after-containers", "nosuchcontainer", "--max", "5s"],
+    );
+    let (report, out) = finish(other);
+    assert_eq!(report["reason"], "agent-unreachable", "{out}");
+    assert!(
+        out.contains("no container \\\"nosuchcontainer\\\"") || out.contains("no container"),
+        "{out}"
+    );
+}
