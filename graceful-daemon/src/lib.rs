@@ -5,6 +5,7 @@
 //! - [`adopt`]: adopting sockets that predate the agent (sock_diag, netns);
 //! - [`cgroupfs`]: the cgroup v2 hierarchy, ids and paths;
 //! - [`resolver`]: which pod and container a cgroup belongs to;
+//! - [`kube`]: names, deletions and Events from the Kubernetes API;
 //! - [`cli`]: the `graceful` command line, the agent included.
 pub mod adopt;
 pub mod bpf;
@@ -14,5 +15,6 @@ pub mod drain;
 pub mod duration;
 pub mod gate;
 pub mod kernel;
+pub mod kube;
 pub mod logging;
 pub mod resolver;

@@ -10,8 +10,19 @@ pub enum LogFormat {
 }
 
 /// Logs go to stderr; `RUST_LOG` filters them (default `info`).
+///
+/// kube-rs's own request logging is off unless `RUST_LOG` names
+/// `kube_client`: it logs an ERROR per failed request, so an API server
+/// that is down would flood the log on every retry. The agent logs the
+/// API's state itself, once per change (`graceful::kube::watch`).
 pub fn init(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let env = std::env::var("RUST_LOG").unwrap_or_default();
+    let mut filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    if !env.contains("kube_client") {
+        if let Ok(d) = "kube_client=off".parse() {
+            filter = filter.add_directive(d);
+        }
+    }
     use std::io::IsTerminal as _;
     // Colours only for a person at a terminal, never in files or pod logs.
     let builder = tracing_subscriber::fmt()

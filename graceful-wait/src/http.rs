@@ -2,25 +2,19 @@
 //! body (chunked or not) is read line by line as it streams in.
 
 use std::{
-    io::{self, BufRead, BufReader, Read, Write},
+    io::{self, BufRead, BufReader, Write},
     os::unix::net::UnixStream,
     time::Duration,
 };
 
-pub struct Response {
+pub struct Response<R = BufReader<UnixStream>> {
     pub status: u16,
-    body: Body,
+    body: Body<R>,
 }
 
-enum Body {
-    Chunked {
-        reader: BufReader<UnixStream>,
-        left: usize,
-        done: bool,
-    },
-    Plain {
-        reader: BufReader<UnixStream>,
-    },
+enum Body<R> {
+    Chunked { reader: R, left: usize, done: bool },
+    Plain { reader: R },
 }
 
 /// Connects, retrying until `timeout` (the agent may be restarting).
@@ -43,7 +37,11 @@ pub fn post(mut stream: UnixStream, path: &str, json: &str, read_timeout: Durati
         json.len()
     );
     stream.write_all(req.as_bytes())?;
-    let mut reader = BufReader::new(stream);
+    read_head(BufReader::new(stream))
+}
+
+/// Reads a response's status line and headers from `reader`.
+pub fn read_head<R: BufRead>(mut reader: R) -> io::Result<Response<R>> {
     let mut line = String::new();
     reader.read_line(&mut line)?;
     let status = line
@@ -79,7 +77,7 @@ pub fn post(mut stream: UnixStream, path: &str, json: &str, read_timeout: Durati
     Ok(Response { status, body })
 }
 
-impl Response {
+impl<R: BufRead> Response<R> {
     /// The next line of the body; `None` at its end.
     pub fn next_line(&mut self) -> io::Result<Option<String>> {
         let mut out = Vec::new();
@@ -105,6 +103,12 @@ impl Response {
                                     return Err(io::ErrorKind::UnexpectedEof.into());
                                 }
                             }
+                            if size.len() > 64 {
+                                return Err(io::Error::new(
+                                    io::ErrorKind::InvalidData,
+                                    "chunk size line too long",
+                                ));
+                            }
                             let hex = size.trim().split(';').next().unwrap_or("");
                             *left = usize::from_str_radix(hex, 16)
                                 .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad chunk size"))?;
@@ -125,10 +129,49 @@ impl Response {
             };
             match byte {
                 Some(b'\n') => return Ok(Some(String::from_utf8_lossy(&out).into_owned())),
+                // A line longer than any report: someone else's server.
+                Some(_) if out.len() >= 1 << 20 => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        "response line over 1 MiB",
+                    ))
+                }
                 Some(b) => out.push(b),
                 None if out.is_empty() => return Ok(None),
                 None => return Ok(Some(String::from_utf8_lossy(&out).into_owned())),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(raw: &[u8]) -> io::Result<(u16, Vec<String>)> {
+        let mut r = read_head(raw)?;
+        let mut out = Vec::new();
+        while let Some(l) = r.next_line()? {
+            out.push(l);
+        }
+        Ok((r.status, out))
+    }
+
+    #[test]
+    fn chunked_lines_split_across_chunks() {
+        let raw = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\n{\"a\":\r\n4\r\n1}\n{\r\n3\r\n}\n\n\r\n0\r\n\r\n";
+        let (status, l) = lines(raw).unwrap();
+        assert_eq!(status, 200);
+        assert_eq!(l, vec!["{\"a\":1}", "{}", ""]);
+    }
+
+    #[test]
+    fn plain_bodies_and_errors() {
+        let (status, l) =
+            lines(b"HTTP/1.1 403 Forbidden\r\ncontent-length: 12\r\n\r\n{\"error\":1}\n").unwrap();
+        assert_eq!((status, l), (403, vec!["{\"error\":1}".to_string()]));
+        assert!(lines(b"garbage").is_err());
+        assert!(lines(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n").is_err());
+        assert!(lines(b"HTTP/1.1 200 OK\r\n").is_err());
     }
 }

@@ -9,8 +9,7 @@
 //! less safe than Kubernetes alone. The last line on stdout is one JSON
 //! object: the report.
 
-mod args;
-mod http;
+use graceful_wait::{args, http};
 
 use std::{
     io::Write,

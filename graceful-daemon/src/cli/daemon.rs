@@ -40,6 +40,8 @@ pub struct Args {
     /// beside this executable).
     #[arg(long)]
     pub wait_bin: Option<PathBuf>,
+    #[command(flatten)]
+    pub kube: crate::kube::KubeArgs,
 }
 
 pub fn run(pins: &PinDir, args: Args) -> anyhow::Result<i32> {
@@ -120,6 +122,17 @@ async fn serve(pins: PinDir, hier: Hierarchy, ebpf: aya::Ebpf, args: Args) -> an
             None
         }
     };
+    // Names, deletions and Events from the API; never blocks or fails the start.
+    let _kube = crate::kube::Kube::start(
+        &args.kube,
+        watcher.resolver().shared(),
+        Some((
+            kernel.clone(),
+            watcher.resolver().subscribe(),
+            hier.mount().to_path_buf(),
+        )),
+    )
+    .await;
     let gate = Arc::new(Gate {
         kernel,
         index: watcher.resolver().shared(),

@@ -5,42 +5,7 @@
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
-/// How a drain decides it is done.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Policy {
-    /// Live inbound connections have been zero for `settle`, and none arrived meanwhile.
-    Drained,
-    /// No new inbound connection and no inbound payload for `quiet`, even
-    /// if idle keep-alive connections remain (the app's own SIGTERM
-    /// handling closes them). Also released when drained.
-    Quiet,
-}
-
-/// Why a drain was released. The names are the report's contract.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Reason {
-    Drained,
-    Quiet,
-    Deadline,
-    ContainersExited,
-    AgentUnreachable,
-}
-
-impl Reason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Reason::Drained => "drained",
-            Reason::Quiet => "quiet",
-            Reason::Deadline => "deadline",
-            Reason::ContainersExited => "containers-exited",
-            Reason::AgentUnreachable => "agent-unreachable",
-        }
-    }
-}
+pub use graceful_api::{Policy, Reason};
 
 /// The knobs of one drain. All instants are CLOCK_MONOTONIC nanoseconds,
 /// the clock the kernel programs stamp their counters with.

@@ -11,51 +11,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::drain::{engine::Report, policy::Policy};
+use crate::drain::engine::Report;
 
-/// Largest request body accepted.
-pub const MAX_BODY: usize = 64 * 1024;
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Scope {
-    /// The whole pod's inbound connections (sidecars that must outlive the app).
-    #[default]
-    Pod,
-    /// Only the calling container's own.
-    Container,
-}
-
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct DrainRequest {
-    pub policy: Policy,
-    #[serde(default)]
-    pub scope: Scope,
-    #[serde(default)]
-    pub min_ms: u64,
-    pub max_ms: u64,
-    #[serde(default = "default_settle")]
-    pub settle_ms: u64,
-    #[serde(default = "default_quiet")]
-    pub quiet_ms: u64,
-    /// Release once these containers of the same pod have exited (ids, or
-    /// names once the Kubernetes API has told them).
-    #[serde(default)]
-    pub after_containers: Vec<String>,
-    /// When the client started waiting (Unix ms). A client that reconnects
-    /// after an agent restart sends the same value, so the drain continues
-    /// from its original start.
-    pub started_unix_ms: u64,
-}
-
-fn default_settle() -> u64 {
-    1000
-}
-
-fn default_quiet() -> u64 {
-    5000
-}
+pub use graceful_api::{DrainRequest, Scope, MAX_BODY};
 
 /// One line of the drain stream.
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -211,13 +211,10 @@ async fn drain(gate: Arc<Gate>, caller: Caller, req: Request<hyper::body::Incomi
         Ok(b) => b,
         Err(resp) => return resp,
     };
-    let r: DrainRequest = match serde_json::from_slice(&body) {
+    let r = match DrainRequest::parse(&body) {
         Ok(r) => r,
-        Err(e) => return error(StatusCode::BAD_REQUEST, format!("invalid drain request: {e}")),
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
-    if r.max_ms == 0 {
-        return error(StatusCode::BAD_REQUEST, "max_ms must be above zero");
-    }
     let (cgroups, scope_dir) = match scope_of(&gate, &caller, r.scope) {
         Ok(c) => c,
         Err(e) => return error(StatusCode::NOT_FOUND, e),

@@ -120,8 +120,10 @@ impl Source {
         match self {
             Source::Kubeconfig(p) | Source::Home(p) => from_file(Kubeconfig::read_from(p)).await,
             Source::KubeconfigEnv => {
-                from_file(Kubeconfig::from_env().and_then(|k| k.ok_or(kube::config::KubeconfigError::FindPath)))
-                    .await
+                from_file(
+                    Kubeconfig::from_env().and_then(|k| k.ok_or(kube::config::KubeconfigError::FindPath)),
+                )
+                .await
             }
             Source::InCluster => kube::Config::incluster().map_err(|e| e.to_string()),
         }

@@ -43,7 +43,7 @@ pub enum EventError {
     NotConnected,
     #[error("the API did not answer within {0:?}")]
     Timeout(Duration),
-    #[error("{0}")]
+    #[error("{}", super::watch::chain(.0))]
     Api(#[from] kube::Error),
 }
 
@@ -71,7 +71,13 @@ impl EventPoster {
     /// Posts one Event on `pod`: `reason` (UpperCamelCase), a one-line
     /// `message`, type Warning or Normal. Returns within the timeout; a
     /// failure is logged here, so callers may ignore the result.
-    pub async fn post_event(&self, pod: &PodRef, reason: &str, message: &str, warning: bool) -> Result<(), EventError> {
+    pub async fn post_event(
+        &self,
+        pod: &PodRef,
+        reason: &str,
+        message: &str,
+        warning: bool,
+    ) -> Result<(), EventError> {
         let result = self.try_post(pod, reason, message, warning).await;
         match &result {
             Ok(()) => debug!(pod = %format!("{}/{}", pod.namespace, pod.name), reason, "event posted"),
@@ -85,7 +91,13 @@ impl EventPoster {
         result
     }
 
-    async fn try_post(&self, pod: &PodRef, reason: &str, message: &str, warning: bool) -> Result<(), EventError> {
+    async fn try_post(
+        &self,
+        pod: &PodRef,
+        reason: &str,
+        message: &str,
+        warning: bool,
+    ) -> Result<(), EventError> {
         let client = self
             .client
             .lock()
@@ -102,7 +114,14 @@ impl EventPoster {
 }
 
 /// The Event object, as client-go's recorder would make it.
-pub fn build_event(pod: &PodRef, reason: &str, message: &str, warning: bool, node: &str, now: Timestamp) -> Event {
+pub fn build_event(
+    pod: &PodRef,
+    reason: &str,
+    message: &str,
+    warning: bool,
+    node: &str,
+    now: Timestamp,
+) -> Event {
     Event {
         metadata: ObjectMeta {
             name: Some(event_name(&pod.name, now)),
@@ -145,10 +164,7 @@ fn event_name(pod: &str, now: Timestamp) -> String {
 
 /// Newlines and control characters become spaces; at most 1 KiB.
 fn one_line(s: &str) -> String {
-    let line: String = s
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
+    let line: String = s.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
     truncate(line.trim(), MESSAGE_LIMIT).to_string()
 }
 

@@ -88,14 +88,7 @@ impl Kube {
     ) -> Kube {
         let (watch, store, events) = PodWatch::new(opts, index.clone());
         let terminations = report.map(|(kernel, changes, mount)| {
-            Terminations::spawn(
-                kernel,
-                index,
-                changes,
-                store.clone(),
-                Some(events.clone()),
-                mount,
-            )
+            Terminations::spawn(kernel, index, changes, store.clone(), Some(events.clone()), mount)
         });
         let watch = tokio::spawn(watch.run());
         Kube {

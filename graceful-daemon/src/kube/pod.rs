@@ -79,8 +79,9 @@ impl PodInfo {
         let namespace = md.namespace.clone().unwrap_or_else(|| "default".into());
         let spec = pod.spec.as_ref();
         let status = pod.status.as_ref();
-        let empty: &[ContainerStatus] = &[];
-        let statuses = |s: Option<&Vec<ContainerStatus>>| s.map(Vec::as_slice).unwrap_or(empty);
+        fn statuses(s: Option<&Vec<ContainerStatus>>) -> &[ContainerStatus] {
+            s.map(Vec::as_slice).unwrap_or(&[])
+        }
 
         let mut containers = Vec::new();
         let mut add = |name: &str, kind: ContainerKind, statuses: &[ContainerStatus]| {
@@ -144,7 +145,10 @@ impl PodInfo {
     pub fn deletion_requested_at(&self) -> Option<Timestamp> {
         let at = self.deletion_timestamp?;
         let grace = self.deletion_grace_period_seconds.unwrap_or(0).max(0);
-        Some(at.checked_sub(k8s_openapi::jiff::SignedDuration::from_secs(grace)).unwrap_or(at))
+        Some(
+            at.checked_sub(k8s_openapi::jiff::SignedDuration::from_secs(grace))
+                .unwrap_or(at),
+        )
     }
 
     pub fn terminating(&self) -> bool {

@@ -121,6 +121,7 @@ pub struct PodStore {
     state: watch::Sender<ApiState>,
     stats: Stats,
     resource_version: Mutex<Option<String>>,
+    ever_connected: std::sync::atomic::AtomicBool,
 }
 
 impl PodStore {
@@ -132,6 +133,7 @@ impl PodStore {
             state: watch::channel(ApiState::Connecting).0,
             stats: Stats::default(),
             resource_version: Mutex::default(),
+            ever_connected: Default::default(),
         }
     }
 
@@ -175,7 +177,11 @@ impl PodStore {
             watches: s.watches.load(Ordering::Relaxed),
             bookmarks: s.bookmarks.load(Ordering::Relaxed),
             events: s.events.load(Ordering::Relaxed),
-            resource_version: self.resource_version.lock().unwrap_or_else(PoisonError::into_inner).clone(),
+            resource_version: self
+                .resource_version
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone(),
         }
     }
 
@@ -184,7 +190,10 @@ impl PodStore {
     }
 
     fn set_rv(&self, rv: &str) {
-        *self.resource_version.lock().unwrap_or_else(PoisonError::into_inner) = Some(rv.to_string());
+        *self
+            .resource_version
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(rv.to_string());
     }
 
     /// A pod added or modified.
@@ -217,7 +226,11 @@ impl PodStore {
     }
 
     fn remove(&self, uid: &str, last: Option<Arc<PodInfo>>) {
-        let old = self.pods.write().unwrap_or_else(PoisonError::into_inner).remove(uid);
+        let old = self
+            .pods
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(uid);
         self.index
             .write()
             .unwrap_or_else(PoisonError::into_inner)
@@ -255,17 +268,21 @@ impl PodStore {
             return;
         }
         let why = why.unwrap_or_default();
-        match (old, new) {
-            (ApiState::Lost, ApiState::Connected) => {
+        let before = self.ever_connected.load(Ordering::Relaxed);
+        match new {
+            ApiState::Connected if before => {
                 info!(%source, node, pods = self.len(), "Kubernetes API answers again: pod names are current")
             }
-            (_, ApiState::Connected) => {
+            ApiState::Connected => {
+                self.ever_connected.store(true, Ordering::Relaxed);
                 info!(%source, node, pods = self.len(), "Kubernetes API connected: watching this node's pods")
             }
-            (ApiState::Connecting, _) => {
+            _ if before => {
+                warn!(%source, error = why, "Kubernetes API lost: keeping the pod names last seen; retrying with backoff")
+            }
+            _ => {
                 warn!(%source, error = why, "Kubernetes API unreachable: pods are shown by uid until it answers; retrying with backoff")
             }
-            _ => warn!(%source, error = why, "Kubernetes API lost: keeping the pod names last seen; retrying with backoff"),
         }
     }
 }
@@ -305,7 +322,11 @@ impl Backoff {
         let base = self.next;
         self.next = (self.next * 2).min(self.max);
         let quarter = base.as_millis() as u64 / 4;
-        let jitter = if quarter == 0 { 0 } else { self.seed % (2 * quarter + 1) };
+        let jitter = if quarter == 0 {
+            0
+        } else {
+            self.seed % (2 * quarter + 1)
+        };
         Duration::from_millis(base.as_millis() as u64 - quarter + jitter)
     }
 
@@ -356,7 +377,7 @@ impl PodWatch {
 
     async fn client(&self) -> Result<Client, String> {
         let config = self.opts.source.load().await?;
-        Client::try_from(config).map_err(|e| format!("cannot build the API client: {e}"))
+        Client::try_from(config).map_err(|e| format!("cannot build the API client: {}", chain(&e)))
     }
 
     /// Runs until the task is aborted.
@@ -410,7 +431,10 @@ impl PodWatch {
     /// Lists the node's pods into the store; returns the list's resourceVersion.
     async fn list(&self, api: &Api<Pod>, after_gone: bool) -> Result<String, String> {
         let lp = ListParams::default().fields(&self.selector);
-        let list = api.list(&lp).await.map_err(|e| format!("list pods: {e}"))?;
+        let list = api
+            .list(&lp)
+            .await
+            .map_err(|e| format!("list pods: {}", chain(&e)))?;
         let rv = list.metadata.resource_version.clone().unwrap_or_default();
         self.store.stats.lists.fetch_add(1, Ordering::Relaxed);
         if after_gone {
@@ -431,7 +455,7 @@ impl PodWatch {
         let stream = match api.watch(&wp, rv).await {
             Ok(s) => s,
             Err(kube::Error::Api(s)) if s.code == 410 => return WatchEnd::Gone,
-            Err(e) => return WatchEnd::Failed(format!("watch pods: {e}")),
+            Err(e) => return WatchEnd::Failed(format!("watch pods: {}", chain(&e))),
         };
         self.store.stats.watches.fetch_add(1, Ordering::Relaxed);
         self.connected();
@@ -448,7 +472,7 @@ impl PodWatch {
                 None => return WatchEnd::Closed,
                 Some(Ok(ev)) => ev,
                 Some(Err(kube::Error::Api(s))) if s.code == 410 => return WatchEnd::Gone,
-                Some(Err(e)) => return WatchEnd::Failed(format!("pod watch stream: {e}")),
+                Some(Err(e)) => return WatchEnd::Failed(format!("pod watch stream: {}", chain(&e))),
             };
             let stats = &self.store.stats;
             match ev {
@@ -468,7 +492,10 @@ impl PodWatch {
                 }
                 WatchEvent::Error(s) if s.code == 410 => return WatchEnd::Gone,
                 WatchEvent::Error(s) => {
-                    return WatchEnd::Failed(format!("pod watch error {}: {} {}", s.code, s.reason, s.message))
+                    return WatchEnd::Failed(format!(
+                        "pod watch error {}: {} {}",
+                        s.code, s.reason, s.message
+                    ))
                 }
             }
         }
@@ -482,6 +509,22 @@ impl PodWatch {
     }
 }
 
+/// An error and its causes on one line, without repeats (hyper's
+/// "client error (Connect)" says little without its source).
+pub(crate) fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut src = e.source();
+    while let Some(s) = src {
+        let t = s.to_string();
+        if !out.contains(&t) {
+            out.push_str(": ");
+            out.push_str(&t);
+        }
+        src = s.source();
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -492,7 +535,10 @@ mod tests {
         let mut base = 400u64;
         for _ in 0..8 {
             let d = b.delay().as_millis() as u64;
-            assert!(d >= base - base / 4 && d <= base + base / 4, "{d} for base {base}");
+            assert!(
+                d >= base - base / 4 && d <= base + base / 4,
+                "{d} for base {base}"
+            );
             base = (base * 2).min(3000);
         }
         b.reset();
