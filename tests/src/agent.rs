@@ -29,6 +29,8 @@ pub struct Agent {
     pub log: PathBuf,
     /// The gate directory, when started with one (see [`Agent::with_gate`]).
     pub gate_dir: Option<PathBuf>,
+    /// More arguments for `graceful daemon` (`--kubeconfig`, `--node-name`, ...).
+    pub daemon_args: Vec<String>,
     child: Option<Child>,
 }
 
@@ -49,6 +51,7 @@ impl Agent {
             pin_dir: PathBuf::from("/sys/fs/bpf").join(&name),
             log: std::env::temp_dir().join(format!("{name}.log")),
             gate_dir: None,
+            daemon_args: Vec::new(),
             child: None,
         }
     }
@@ -80,6 +83,7 @@ impl Agent {
         if let Some(g) = &self.gate_dir {
             args.extend(["--gate-dir".to_string(), g.display().to_string()]);
         }
+        args.extend(self.daemon_args.iter().cloned());
         let child = Command::new(graceful_bin())
             .args(&args)
             .env("GRACEFUL_PIN_DIR", &self.pin_dir)

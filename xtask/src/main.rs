@@ -1,1 +1,66 @@
-fn main() {}
+//! `cargo xtask`: the project's tasks, one module per command.
+//!
+//! - `setup`: make this machine ready (Rust bits, bpf-linker, apt packages).
+//! - `test`:  build the agent and run the whole test suite.
+//! - `demo`:  show graceful counting a simulated pod's connections as it drains.
+//! - `bench`: benchmarks.
+//! - `vm-test`: the integration tests in qemu, on other kernels.
+
+use clap::{Parser, Subcommand};
+
+mod bench;
+mod demo;
+mod setup;
+mod test;
+mod util;
+mod vm;
+
+#[derive(Debug, Parser)]
+#[command(name = "cargo xtask", about = "graceful's project tasks")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Make this machine ready: rust-src, the musl target, bpf-linker and apt packages. Idempotent.
+    Setup,
+    /// Run setup, build the agent, then `cargo test --workspace` (as root). Extra args go to cargo test.
+    Test {
+        /// Passed to `cargo test --workspace`: `cargo xtask test -- restart` (a name filter), `-- -- --nocapture`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Run setup, build, then show the agent counting a simulated pod's connections while it drains.
+    Demo(demo::Args),
+    /// Benchmarks.
+    Bench {
+        #[command(subcommand)]
+        cmd: bench::BenchCmd,
+    },
+    /// Run the integration tests in qemu on Debian's newest 6.1 and 6.12 kernels and on this kernel.
+    VmTest(vm::Args),
+    /// The demo's client process (started by `demo` itself).
+    #[command(name = "__demo-client", hide = true)]
+    DemoClient(demo::client::Args),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Setup => setup::run().map(|_| 0),
+        Command::Test { args } => test::run(&args),
+        Command::Demo(args) => demo::run(args).map(|_| 0),
+        Command::Bench { cmd } => bench::run(cmd).map(|_| 0),
+        Command::VmTest(args) => vm::run(args),
+        Command::DemoClient(args) => demo::client::run(args).map(|_| 0),
+    };
+    match result {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::exit(1);
+        }
+    }
+}

@@ -130,18 +130,26 @@ pub fn spawn_reader(pins: &PinDir) -> Result<broadcast::Sender<Event>, EventsErr
                     return;
                 }
             };
-            let ring = guard.get_inner_mut();
-            while let Some(item) = ring.next() {
-                if item.len() >= std::mem::size_of::<Event>() {
-                    // SAFETY: the kernel wrote an Event; read unaligned to be safe.
-                    let ev = unsafe { std::ptr::read_unaligned(item.as_ptr().cast::<Event>()) };
-                    let _ = out.send(ev);
-                }
-            }
+            drain(guard.get_inner_mut(), &out);
+            // Edge-triggered: a record committed between the drain above and
+            // this clear would leave no wake-up behind, so drain once more
+            // after clearing. Anything later wakes us again.
             guard.clear_ready();
+            drain(guard.get_inner_mut(), &out);
         }
     });
     Ok(tx)
+}
+
+/// Reads every record in the ring and broadcasts it.
+fn drain(ring: &mut RingBuf<MapData>, out: &broadcast::Sender<Event>) {
+    while let Some(item) = ring.next() {
+        if item.len() >= std::mem::size_of::<Event>() {
+            // SAFETY: the kernel wrote an Event; read unaligned to be safe.
+            let ev = unsafe { std::ptr::read_unaligned(item.as_ptr().cast::<Event>()) };
+            let _ = out.send(ev);
+        }
+    }
 }
 
 /// Everything a drain needs from the kernel, shared by all drains.

@@ -35,6 +35,10 @@ fn drained_is_released_within_milliseconds_of_settle_after_the_last_close() {
     require_root!();
     let mut agent = Agent::new();
     agent.start();
+    // The programs stay attached and pinned; this test reads the event
+    // ring itself, and a ring has one read position: a running agent
+    // would take the very events the test waits for.
+    agent.stop();
     let (app, clients) = (Cgroup::unique("app"), Cgroup::unique("lb"));
     let mut server = Peer::spawn(&app, None);
     let port = server.listen("127.0.0.1:0", "hold");
@@ -85,6 +89,10 @@ fn drained_hits_its_deadline_with_idle_keepalive_connections() {
     require_root!();
     let mut agent = Agent::new();
     agent.start();
+    // The programs stay attached and pinned; this test reads the event
+    // ring itself, and a ring has one read position: a running agent
+    // would take the very events the test waits for.
+    agent.stop();
     let (app, clients) = (Cgroup::unique("app"), Cgroup::unique("lb"));
     let mut server = Peer::spawn(&app, None);
     let port = server.listen("127.0.0.1:0", "hold");

@@ -3,11 +3,13 @@
 //! They need root; `cargo xtask test` runs them.
 
 mod bad_env;
+mod bench_release;
 mod churn;
 mod counts;
 mod drain_engine;
 mod gate;
 mod gate_scopes;
+mod kube_watch;
 mod pods;
 mod preexisting;
 mod restart;

@@ -1,0 +1,645 @@
+//! The pod watch against recorded Kubernetes API payloads
+//! (tests/fixtures/k8s/), served over HTTP by the test itself: a list, a
+//! watch with ADDED/MODIFIED/DELETED/BOOKMARK, a 410 Gone that forces a
+//! relist, an API that is away at start, goes and comes back. Then the
+//! terminating-pod report on the real kernel with the real agent: a
+//! recorded MODIFIED event sets deletionTimestamp on a simulated pod that
+//! holds real connections.
+//!
+//! The watch tests need no root (they run the library in-process); the
+//! terminating ones do.
+
+mod fake_api;
+
+use std::{
+    path::Path,
+    sync::{Arc, RwLock},
+    time::{Duration, Instant},
+};
+
+use fake_api::{FakeApi, Reply, Seen};
+use graceful::{
+    kube::{ApiState, ContainerKind, PodEvent, PodStore, PodWatch, Source, WatchOptions},
+    resolver::index::PodIndex,
+};
+use graceful_tests::{
+    agent::Agent,
+    cgroup::Cgroup,
+    peer::{addr, Peer},
+    pod::SimPod,
+};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+use crate::require_root;
+
+const NODE: &str = "kind-worker";
+const WEB: &str = "0b6a1c52-3f0e-4b8e-9a47-6f1d2c9e8a10";
+const REDIS: &str = "7d3f9e21-64b8-4c1a-8e55-2b7c4d9f0e31";
+const DNS: &str = "c41f0a77-2e9d-4b36-a1c8-5f6e7d8c9b0a";
+const WORKER: &str = "3e8b1d04-9c2a-4f57-b6e3-8a0d1c2b3f4e";
+const API: &str = "9f2c4e6a-1b3d-4a5c-8e7f-0a1b2c3d4e5f";
+
+fn fixture(name: &str) -> String {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/k8s")
+        .join(name);
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+fn lines(name: &str) -> Vec<String> {
+    fixture(name).lines().map(str::to_string).collect()
+}
+
+/// The fixtures' fixed container ids: a two-hex-digit pattern repeated.
+fn hex(pat: &str) -> String {
+    pat.repeat(32)
+}
+
+/// An index holding cgroups for `pods` (uid, container ids) in the systemd
+/// layout, plus a sandbox (pause) container the API never names.
+fn index_with(pods: &[(&str, &[&str])]) -> Arc<RwLock<PodIndex>> {
+    let mut index = PodIndex::default();
+    let mut id = 1000;
+    for (uid, containers) in pods {
+        let slice = format!(
+            "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{}.slice",
+            uid.replace('-', "_")
+        );
+        id += 1;
+        index.insert(id, Path::new(&slice));
+        let pause = format!("{:0>64}", format!("{id:x}"));
+        for c in containers.iter().copied().chain([pause.as_str()]) {
+            id += 1;
+            index.insert(id, Path::new(&format!("{slice}/cri-containerd-{c}.scope")));
+        }
+    }
+    Arc::new(RwLock::new(index))
+}
+
+fn names(index: &RwLock<PodIndex>, uid: &str) -> (Option<String>, Vec<(String, Option<String>)>) {
+    let index = index.read().unwrap();
+    let pod = index
+        .pod(uid)
+        .unwrap_or_else(|| panic!("pod {uid} not in the index"));
+    let name = pod
+        .namespace
+        .as_ref()
+        .zip(pod.name.as_ref())
+        .map(|(n, p)| format!("{n}/{p}"));
+    let containers = pod
+        .containers
+        .iter()
+        .map(|c| (c.id.clone(), c.name.clone()))
+        .collect();
+    (name, containers)
+}
+
+fn options(kubeconfig: &Path) -> WatchOptions {
+    let mut o = WatchOptions::new(Source::Kubeconfig(kubeconfig.to_path_buf()), NODE.into());
+    o.backoff_min = Duration::from_millis(50);
+    o.backoff_max = Duration::from_millis(200);
+    o
+}
+
+/// Starts the watch on the current runtime; returns its store and a
+/// receiver subscribed before it ran.
+fn start(
+    opts: WatchOptions,
+    index: Arc<RwLock<PodIndex>>,
+) -> (
+    Arc<PodStore>,
+    tokio::sync::broadcast::Receiver<PodEvent>,
+    tokio::task::JoinHandle<()>,
+) {
+    let (w, store, _events) = PodWatch::new(opts, index);
+    let rx = store.subscribe();
+    let task = tokio::spawn(w.run());
+    (store, rx, task)
+}
+
+async fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// The events received so far, as `applied|deleted ns/name`.
+fn drain(rx: &mut tokio::sync::broadcast::Receiver<PodEvent>, out: &mut Vec<String>) {
+    while let Ok(ev) = rx.try_recv() {
+        out.push(match ev {
+            PodEvent::Applied(p) => format!("applied {}", p.key()),
+            PodEvent::Deleted(p) => format!("deleted {}", p.key()),
+        });
+    }
+}
+
+fn pods_requests(seen: &[Seen]) -> Vec<String> {
+    seen.iter()
+        .filter(|s| s.path == "/api/v1/pods")
+        .map(|s| {
+            assert_eq!(
+                s.query.get("fieldSelector").map(String::as_str),
+                Some("spec.nodeName=kind-worker"),
+                "{s:?}"
+            );
+            if s.is_watch() {
+                assert_eq!(
+                    s.query.get("allowWatchBookmarks").map(String::as_str),
+                    Some("true"),
+                    "{s:?}"
+                );
+                format!(
+                    "watch {}",
+                    s.query.get("resourceVersion").cloned().unwrap_or_default()
+                )
+            } else {
+                "list".to_string()
+            }
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_list_names_pods_containers_sidecars_and_ids() {
+    let api = FakeApi::start().await;
+    api.push_list(Reply::list(fixture("pods-list.json")));
+    let kc = api.kubeconfig(&std::env::temp_dir());
+    let index = index_with(&[
+        (WEB, &[&hex("a1"), &hex("b2"), &hex("c3")]),
+        (REDIS, &[&hex("d4"), &hex("e5")]),
+        (DNS, &[&hex("f6"), &hex("a7")]),
+    ]);
+    let (store, _rx, task) = start(options(&kc), index.clone());
+    eventually("the list", || {
+        (store.len() == 3 && api.open_watches() == 1).then_some(())
+    })
+    .await;
+    assert_eq!(store.state(), ApiState::Connected);
+    assert_eq!(pods_requests(&api.seen()), ["list", "watch 48213"]);
+
+    let web = store.get(WEB).unwrap();
+    assert_eq!(web.key(), "shop/web-6d4cf56db6-7xq2b");
+    assert_eq!(web.labels.get("app").map(String::as_str), Some("web"));
+    assert_eq!(
+        web.annotations.get("prometheus.io/scrape").map(String::as_str),
+        Some("true")
+    );
+    assert_eq!(web.termination_grace_period_seconds, Some(30));
+    assert!(web.deletion_timestamp.is_none() && !web.terminating());
+    let kinds: Vec<(&str, ContainerKind, Option<&str>, Option<&str>)> = web
+        .containers
+        .iter()
+        .map(|c| (c.name.as_str(), c.kind, c.id.as_deref(), c.runtime.as_deref()))
+        .collect();
+    let (a1, b2, c3) = (hex("a1"), hex("b2"), hex("c3"));
+    assert_eq!(
+        kinds,
+        [
+            (
+                "migrate",
+                ContainerKind::Init,
+                Some(b2.as_str()),
+                Some("containerd")
+            ),
+            (
+                "envoy",
+                ContainerKind::Sidecar,
+                Some(c3.as_str()),
+                Some("containerd")
+            ),
+            ("app", ContainerKind::App, Some(a1.as_str()), Some("containerd")),
+        ]
+    );
+
+    let redis = store.get(REDIS).unwrap();
+    assert_eq!(redis.termination_grace_period_seconds, Some(60));
+    assert_eq!(redis.containers[0].previous_ids, [hex("e5")]);
+    let dns = store.get(DNS).unwrap();
+    assert_eq!(dns.containers[1].kind, ContainerKind::Ephemeral);
+    assert_eq!(dns.containers[1].name, "debugger-7kq2x");
+
+    // The cgroup index has the names: every container the API knows, the
+    // previous instance of a restarted one too; the sandbox stays unnamed.
+    let (name, containers) = names(&index, WEB);
+    assert_eq!(name.as_deref(), Some("shop/web-6d4cf56db6-7xq2b"));
+    let named = |cs: &[(String, Option<String>)], id: &str| cs.iter().find(|c| c.0 == id).unwrap().1.clone();
+    assert_eq!(named(&containers, &a1).as_deref(), Some("app"));
+    assert_eq!(named(&containers, &b2).as_deref(), Some("migrate"));
+    assert_eq!(named(&containers, &c3).as_deref(), Some("envoy"));
+    assert_eq!(
+        containers.iter().filter(|c| c.1.is_none()).count(),
+        1,
+        "{containers:?}"
+    );
+    let (_, containers) = names(&index, REDIS);
+    assert_eq!(named(&containers, &hex("d4")).as_deref(), Some("redis"));
+    assert_eq!(named(&containers, &hex("e5")).as_deref(), Some("redis"));
+    let (_, containers) = names(&index, DNS);
+    assert_eq!(named(&containers, &hex("a7")).as_deref(), Some("debugger-7kq2x"));
+    task.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_applies_events_follows_bookmarks_and_relists_after_410() {
+    let api = FakeApi::start().await;
+    api.push_list(Reply::list(fixture("pods-list.json")));
+    api.push_list(Reply::list(fixture("pods-relist.json")));
+    // The first stream ends after its bookmark (the server's timeout); the
+    // second ends in 410 Gone; the third, after the relist, stays open.
+    api.push_watch(Reply::lines(lines("watch-1.jsonl")));
+    api.push_watch(Reply::lines(lines("watch-2.jsonl")));
+    let kc = api.kubeconfig(&std::env::temp_dir());
+    let index = index_with(&[
+        (WORKER, &[&hex("0c")]),
+        (REDIS, &[&hex("d4")]),
+        (DNS, &[&hex("f6")]),
+        (API, &[&hex("1d")]),
+    ]);
+    let (store, mut rx, task) = start(options(&kc), index.clone());
+    eventually("the relist", || {
+        (store.stats().lists == 2 && api.open_watches() == 1).then_some(())
+    })
+    .await;
+
+    // The bookmark moved the resourceVersion on: the second watch starts
+    // there; the 410 relisted; the last watch starts at the relist's.
+    assert_eq!(
+        pods_requests(&api.seen()),
+        ["list", "watch 48213", "watch 48290", "list", "watch 48650"]
+    );
+    let stats = store.stats();
+    assert_eq!(stats.bookmarks, 1);
+    assert_eq!(stats.relists_gone, 1);
+    assert_eq!(stats.events, 4, "ADDED, MODIFIED, MODIFIED, DELETED");
+    assert_eq!(stats.resource_version.as_deref(), Some("48650"));
+
+    let mut events = Vec::new();
+    drain(&mut rx, &mut events);
+    let after_list = &events[3..];
+    assert_eq!(
+        after_list,
+        [
+            "applied shop/worker-5f7d9c8b7-k2m4n",          // ADDED, Pending
+            "applied shop/worker-5f7d9c8b7-k2m4n",          // MODIFIED, running
+            "applied shop/redis-0",                         // MODIFIED, deletionTimestamp
+            "deleted shop/redis-0",                         // DELETED
+            "deleted kube-system/coredns-668d6bf9bc-4lqzs", // gone from the relist
+            "applied shop/api-7b9f4c6d5-q8wzt",             // new in the relist
+        ],
+        "{events:?}"
+    );
+
+    // The final state: what the relist says.
+    let mut keys: Vec<String> = store.all().iter().map(|p| p.key()).collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "shop/api-7b9f4c6d5-q8wzt",
+            "shop/web-6d4cf56db6-7xq2b",
+            "shop/worker-5f7d9c8b7-k2m4n"
+        ]
+    );
+    let worker = store.get(WORKER).unwrap();
+    assert_eq!(worker.containers[0].id.as_deref(), Some(hex("0c").as_str()));
+    assert_eq!(worker.termination_grace_period_seconds, Some(45));
+    // Names: the worker's container got its name from the MODIFIED event,
+    // the deleted pods lost theirs, the new one has its own.
+    let (_, containers) = names(&index, WORKER);
+    let worker_c = containers.iter().find(|c| c.0 == hex("0c")).unwrap();
+    assert_eq!(worker_c.1.as_deref(), Some("worker"), "{containers:?}");
+    assert_eq!(names(&index, REDIS).0, None);
+    assert_eq!(names(&index, DNS).0, None);
+    assert_eq!(names(&index, API).0.as_deref(), Some("shop/api-7b9f4c6d5-q8wzt"));
+    task.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_away_at_start_then_lost_then_back_names_return() {
+    // A port nobody serves yet.
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let kc_dir = std::env::temp_dir().join(graceful_tests::unique("kube"));
+    std::fs::create_dir_all(&kc_dir).unwrap();
+    let kc = {
+        // Written for `addr` before anything listens there.
+        let path = kc_dir.join("kubeconfig");
+        std::fs::write(
+            &path,
+            format!("apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: http://{addr}\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\ncurrent-context: fake\nusers:\n- name: fake\n  user: {{}}\n"),
+        )
+        .unwrap();
+        path
+    };
+    let index = index_with(&[(WEB, &[&hex("a1")]), (DNS, &[&hex("f6")]), (API, &[&hex("1d")])]);
+    let (store, _rx, task) = start(options(&kc), index.clone());
+    let mut state = store.watch_state();
+
+    // Away: the agent runs on uids.
+    eventually("the API to be reported unreachable", || {
+        (store.state() == ApiState::Lost).then_some(())
+    })
+    .await;
+    assert_eq!(names(&index, WEB).0, None);
+
+    // It answers: names appear.
+    let mut api = FakeApi::start_on(addr).await;
+    api.push_list(Reply::list(fixture("pods-list.json")));
+    api.push_list(Reply::list(fixture("pods-relist.json")));
+    eventually("names", || names(&index, WEB).0).await;
+    assert_eq!(store.state(), ApiState::Connected);
+    assert_eq!(
+        names(&index, DNS).0.as_deref(),
+        Some("kube-system/coredns-668d6bf9bc-4lqzs")
+    );
+    eventually("the watch", || (api.open_watches() == 1).then_some(())).await;
+
+    // It goes: the watch is cut; the names last seen stay.
+    state.mark_unchanged();
+    api.stop();
+    eventually("the API to be reported lost", || {
+        (store.state() == ApiState::Lost).then_some(())
+    })
+    .await;
+    assert!(state.has_changed().unwrap());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(names(&index, WEB).0.as_deref(), Some("shop/web-6d4cf56db6-7xq2b"));
+
+    // It comes back having moved on: the re-watch from the old
+    // resourceVersion gets 410, the relist brings the new pod and drops
+    // the one that went meanwhile.
+    api.push_watch(Reply::lines(lines("watch-2.jsonl")[2..].to_vec()));
+    api.resume().await;
+    eventually("the new pod's name", || names(&index, API).0).await;
+    assert_eq!(names(&index, DNS).0, None);
+    assert_eq!(store.state(), ApiState::Connected);
+    assert_eq!(store.stats().relists_gone, 1);
+    let reqs = pods_requests(&api.seen());
+    assert_eq!(reqs.first().map(String::as_str), Some("list"));
+    assert!(reqs.iter().any(|r| r == "watch 48213"), "{reqs:?}");
+    task.abort();
+    let _ = std::fs::remove_dir_all(&kc_dir);
+}
+
+/// Fills the terminating fixtures' placeholders with the simulated pod's.
+fn fill(text: &str, pod: &SimPod, deletion: Option<Timestamp>) -> String {
+    let mut t = text
+        .replace("{{POD_UID}}", &pod.uid)
+        .replace("{{CONTAINER_ID}}", &pod.containers[0].0);
+    if let Some(d) = deletion {
+        t = t.replace(
+            "{{DELETION_TIMESTAMP}}",
+            &d.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+        );
+    }
+    t
+}
+
+/// `key=value` from an agent log line (text format).
+fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    let at = line.find(&format!(" {key}="))? + key.len() + 2;
+    let rest = &line[at..];
+    let end = rest.find(' ').unwrap_or(rest.len());
+    Some(rest[..end].trim_matches('"'))
+}
+
+fn num(line: &str, key: &str) -> u64 {
+    field(line, key)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {key} in {line}"))
+}
+
+/// An agent watching the fake API as node kind-worker, the simulated pod
+/// listed, and the pod's app holding `n` inbound connections.
+struct Scene {
+    _rt: tokio::runtime::Runtime,
+    api: FakeApi,
+    agent: Agent,
+    pod: SimPod,
+    app: Option<Peer>,
+    _client: Peer,
+    _lb: Cgroup,
+}
+
+fn scene(n: usize) -> Scene {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let pod = SimPod::create(1);
+    let api = rt.block_on(FakeApi::start());
+    api.push_list(Reply::list(fill(
+        &fixture("terminating/pods-list.json"),
+        &pod,
+        None,
+    )));
+    let kc = api.kubeconfig(&std::env::temp_dir());
+    let mut agent = Agent::new();
+    agent.daemon_args = vec![
+        "--kubeconfig".into(),
+        kc.display().to_string(),
+        "--node-name".into(),
+        NODE.into(),
+    ];
+    agent.start();
+    let lb = Cgroup::unique("lb");
+    let mut app = Peer::spawn(pod.container(0), None);
+    let port = app.listen("127.0.0.1:0", "hold");
+    let mut client = Peer::spawn(&lb, None);
+    client.connect(&addr("127.0.0.1", port), n);
+    graceful_tests::wait_for(10, "accepts", || (app.accepted() == n as u64).then_some(()));
+    graceful_tests::wait_for(10, "the agent's pod watch", || {
+        (api.open_watches() == 1).then_some(())
+    });
+    Scene {
+        _rt: rt,
+        api,
+        agent,
+        pod,
+        app: Some(app),
+        _client: client,
+        _lb: lb,
+    }
+}
+
+impl Scene {
+    /// Sends the recorded MODIFIED event: deletion requested now, grace 30 s.
+    fn delete(&self, inbound: u64) {
+        let at = Timestamp::now() + SignedDuration::from_secs(30);
+        let line = fill(&lines("terminating/watch.jsonl")[0], &self.pod, Some(at));
+        assert_eq!(self.api.push(&line), 1, "no watch open");
+        let started = graceful_tests::wait_for(10, "the agent to watch the terminating pod", || {
+            self.agent
+                .log_text()
+                .lines()
+                .find(|l| l.contains("pod terminating: watching"))
+                .map(str::to_string)
+        });
+        assert_eq!(num(&started, "inbound"), inbound, "{started}");
+        assert_eq!(field(&started, "pod"), Some("shop/checkout-84b7c9d5f6-n7x4r"));
+    }
+
+    fn report(&self) -> String {
+        graceful_tests::wait_for(10, "the terminating report", || {
+            self.agent
+                .log_text()
+                .lines()
+                .find(|l| l.contains("report=") && l.contains("terminating pod:"))
+                .map(str::to_string)
+        })
+    }
+
+    fn event(&self) -> k8s_openapi::api::core::v1::Event {
+        let v = graceful_tests::wait_for(10, "the Event POST", || self.api.events().into_iter().next());
+        let ev: k8s_openapi::api::core::v1::Event =
+            serde_json::from_value(v.clone()).unwrap_or_else(|e| panic!("not an Event: {e}: {v}"));
+        assert_eq!(v["apiVersion"], "v1", "{v}");
+        assert_eq!(v["kind"], "Event", "{v}");
+        let posted = self.api.seen().into_iter().find(|s| s.method == "POST").unwrap();
+        assert_eq!(posted.path, "/api/v1/namespaces/shop/events");
+        let io = &ev.involved_object;
+        assert_eq!(io.uid.as_deref(), Some(self.pod.uid.as_str()));
+        assert_eq!(io.kind.as_deref(), Some("Pod"));
+        assert_eq!(io.api_version.as_deref(), Some("v1"));
+        assert_eq!(io.name.as_deref(), Some("checkout-84b7c9d5f6-n7x4r"));
+        assert_eq!(io.namespace.as_deref(), Some("shop"));
+        assert_eq!(ev.metadata.namespace.as_deref(), Some("shop"));
+        assert!(ev
+            .metadata
+            .name
+            .as_deref()
+            .is_some_and(|n| n.starts_with("checkout-84b7c9d5f6-n7x4r.")));
+        let src = ev.source.as_ref().unwrap();
+        assert_eq!(src.component.as_deref(), Some("graceful"));
+        assert_eq!(src.host.as_deref(), Some(NODE));
+        assert_eq!(ev.reporting_component.as_deref(), Some("graceful"));
+        assert_eq!(ev.reporting_instance.as_deref(), Some(NODE));
+        assert!(ev.action.as_deref().is_some_and(|a| !a.is_empty()));
+        assert_eq!(ev.count, Some(1));
+        assert!(ev.first_timestamp.is_some() && ev.last_timestamp.is_some() && ev.event_time.is_some());
+        let msg = ev.message.as_deref().unwrap();
+        assert!(!msg.contains('\n') && msg.len() <= 1024, "{msg}");
+        ev
+    }
+}
+
+#[test]
+fn terminating_pod_is_reported_within_50ms_of_its_last_inbound_close() {
+    require_root!();
+    let mut s = scene(3);
+    s.delete(3);
+    // The app finishes its connections one by one, 50 ms apart.
+    for _ in 0..3 {
+        std::thread::sleep(Duration::from_millis(50));
+        s.app.as_mut().unwrap().cmd("close-in 1 fin");
+    }
+    let line = s.report();
+    assert_eq!(field(&line, "outcome"), Some("drained"), "{line}");
+    assert_eq!(field(&line, "uid"), Some(s.pod.uid.as_str()), "{line}");
+    assert_eq!(num(&line, "inbound_at_deletion"), 3);
+    assert_eq!(num(&line, "inbound_open"), 0);
+    // Within 50 ms of the last inbound close, by the kernel's own clock.
+    let last_close = num(&line, "last_inbound_close_ns");
+    let counters = s.agent.counters(s.pod.container(0).id());
+    assert_eq!(counters.last_inbound_close_ns, last_close, "not the last close");
+    assert_eq!(counters.inbound_live, 0);
+    let after_ms = (num(&line, "report_ns") - last_close) as f64 / 1e6;
+    assert!(
+        after_ms <= 50.0,
+        "reported {after_ms:.1} ms after the last close: {line}"
+    );
+    let since = field(&line, "seconds_since_deletion")
+        .unwrap()
+        .parse::<f64>()
+        .unwrap();
+    assert!((0.15..5.0).contains(&since), "{since} s since deletion: {line}");
+
+    let ev = s.event();
+    assert_eq!(ev.reason.as_deref(), Some("InboundDrained"));
+    assert_eq!(ev.type_.as_deref(), Some("Normal"));
+    let msg = ev.message.unwrap();
+    assert!(
+        msg.contains("drained") && msg.contains("3 open at deletion") && msg.contains("s after deletion"),
+        "{msg}"
+    );
+    eprintln!("terminating report {after_ms:.1} ms after the last close: {msg}");
+}
+
+#[test]
+fn terminating_pod_whose_container_exits_first_is_reported_as_exited() {
+    require_root!();
+    let mut s = scene(2);
+    s.delete(2);
+    std::thread::sleep(Duration::from_millis(100));
+    // SIGKILL with both connections open: the kernel closes them.
+    s.app.take().unwrap().kill();
+    let line = s.report();
+    assert_eq!(field(&line, "outcome"), Some("exited"), "{line}");
+    assert_eq!(num(&line, "inbound_at_deletion"), 2);
+    assert_eq!(num(&line, "inbound_open"), 2, "{line}");
+    let ev = s.event();
+    assert_eq!(ev.reason.as_deref(), Some("ExitedBeforeDrain"));
+    assert_eq!(ev.type_.as_deref(), Some("Warning"));
+    let msg = ev.message.unwrap();
+    assert!(
+        msg.contains("exited") && msg.contains("2 inbound connection(s) still open"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn the_agent_logs_the_api_once_per_state_change_and_keeps_running() {
+    require_root!();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let mut api = rt.block_on(FakeApi::start_on(addr));
+    api.stop();
+    let kc = api.kubeconfig(&std::env::temp_dir());
+    let mut agent = Agent::new();
+    agent.daemon_args = vec![
+        "--kubeconfig".into(),
+        kc.display().to_string(),
+        "--node-name".into(),
+        NODE.into(),
+    ];
+    agent.start();
+    let count = |agent: &Agent, what: &str| agent.log_text().lines().filter(|l| l.contains(what)).count();
+    // Retries at 0.5, 1, 2 s...: one line for all of them, none from kube-rs.
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(
+        count(&agent, "Kubernetes API unreachable"),
+        1,
+        "{}",
+        agent.log_text()
+    );
+    assert_eq!(count(&agent, "kube_client"), 0, "{}", agent.log_text());
+
+    api.push_list(Reply::list(fixture("pods-list.json")));
+    rt.block_on(api.resume());
+    graceful_tests::wait_for(10, "connected", || {
+        (count(&agent, "Kubernetes API connected") == 1).then_some(())
+    });
+    graceful_tests::wait_for(10, "the watch", || (api.open_watches() == 1).then_some(()));
+    api.stop();
+    graceful_tests::wait_for(10, "lost", || {
+        (count(&agent, "Kubernetes API lost") == 1).then_some(())
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    api.push_watch(Reply::lines(lines("watch-2.jsonl")[2..].to_vec()));
+    rt.block_on(api.resume());
+    graceful_tests::wait_for(15, "back", || {
+        (count(&agent, "Kubernetes API answers again") == 1).then_some(())
+    });
+    let log = agent.log_text();
+    assert_eq!(count(&agent, "Kubernetes API lost"), 1, "{log}");
+    assert_eq!(count(&agent, "Kubernetes API unreachable"), 1, "{log}");
+    assert_eq!(count(&agent, "kube_client"), 0, "{log}");
+    assert!(log.contains("relisting"), "{log}");
+}

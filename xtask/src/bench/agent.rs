@@ -1,0 +1,265 @@
+//! The agent under test: `graceful daemon` started and stopped on demand
+//! under a pin directory of the bench's own. Dropping the guard stops it and
+//! runs `graceful uninstall`, so the programs never stay attached.
+
+use std::{
+    io::{BufRead as _, BufReader},
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::mpsc::{self, Receiver, RecvTimeoutError},
+    time::{Duration, Instant},
+};
+
+use anyhow::{bail, Context as _};
+use serde_json::Value;
+
+/// How long the agent may take to become ready (adopting 200k sockets included).
+const READY_TIMEOUT: Duration = Duration::from_secs(300);
+const STOP_TIMEOUT: Duration = Duration::from_secs(30);
+
+pub struct Agent {
+    bin: PathBuf,
+    pins: PathBuf,
+    child: Option<Child>,
+}
+
+/// What one start-up took.
+#[derive(Debug, Clone, Default)]
+pub struct Started {
+    /// From spawn to the `ready` log line.
+    pub ready_after: Duration,
+    /// `elapsed_ms` of the "adopted pre-existing sockets" log line.
+    pub adopt_ms: Option<u64>,
+    /// Sockets offered to the adoption iterator (both passes).
+    pub offered: Option<u64>,
+    pub reused_maps: Option<bool>,
+    pub reused_link: Option<bool>,
+}
+
+/// One row of `graceful cgroups -o json`, the fields the benches use.
+#[derive(Debug, Clone, Default)]
+pub struct Row {
+    pub path: Option<String>,
+    pub inbound_live: u64,
+    pub outbound_live: u64,
+    pub listeners: u64,
+    pub inbound_total: u64,
+}
+
+impl Agent {
+    /// Prepares an agent under `pins`, first removing what an interrupted
+    /// earlier run may have left there.
+    pub fn new(bin: &Path, pins: &Path) -> anyhow::Result<Self> {
+        let mut agent = Self {
+            bin: bin.to_path_buf(),
+            pins: pins.to_path_buf(),
+            child: None,
+        };
+        if pins.exists() {
+            eprintln!(
+                "removing stale pins under {} (an earlier run was interrupted)",
+                pins.display()
+            );
+            agent.uninstall()?;
+        }
+        Ok(agent)
+    }
+
+    fn command(&self) -> Command {
+        let mut cmd = Command::new(&self.bin);
+        cmd.arg("--pin-dir").arg(&self.pins);
+        cmd
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Starts `graceful daemon` and waits for it to be ready: the `ready`
+    /// log line, then `graceful cgroups` reading the pinned maps.
+    pub fn start(&mut self) -> anyhow::Result<Started> {
+        if self.child.is_some() {
+            bail!("the agent is already running");
+        }
+        let t0 = Instant::now();
+        let mut child = self
+            .command()
+            .args(["--log-format", "json", "daemon"])
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("start {} daemon", self.bin.display()))?;
+        let lines = log_reader(child.stderr.take().expect("piped"));
+        self.child = Some(child);
+        let mut started = Started::default();
+        let mut tail: Vec<String> = Vec::new();
+        loop {
+            super::check_interrupted()?;
+            let line = match lines.recv_timeout(Duration::from_millis(100)) {
+                Ok(l) => l,
+                Err(RecvTimeoutError::Timeout) => {
+                    if t0.elapsed() > READY_TIMEOUT {
+                        bail!(
+                            "the agent was not ready after {READY_TIMEOUT:?}; log:\n{}",
+                            tail.join("\n")
+                        );
+                    }
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    let status = self.child.as_mut().and_then(|c| c.wait().ok());
+                    self.child = None;
+                    bail!(
+                        "the agent exited before it was ready ({status:?}); log:\n{}",
+                        tail.join("\n")
+                    );
+                }
+            };
+            tail.push(line.clone());
+            let Ok(v) = serde_json::from_str::<Value>(&line) else {
+                continue;
+            };
+            match v["message"].as_str() {
+                Some("programs attached") => {
+                    started.reused_maps = v["reused_maps"].as_bool();
+                    started.reused_link = v["reused_link"].as_bool();
+                }
+                Some("adopted pre-existing sockets") => {
+                    started.adopt_ms = v["elapsed_ms"].as_u64();
+                    started.offered = v["offered"].as_u64();
+                }
+                Some("ready") => break,
+                _ => {}
+            }
+        }
+        started.ready_after = t0.elapsed();
+        // Later log lines are read and dropped, so the pipe never fills.
+        std::thread::spawn(move || for _ in lines {});
+        self.cgroups()
+            .context("the agent is ready but `graceful cgroups` fails")?;
+        Ok(started)
+    }
+
+    /// SIGTERM, and SIGKILL if it does not stop in time. The programs stay
+    /// attached (that is the agent's contract) until [`Agent::uninstall`].
+    pub fn stop(&mut self) -> anyhow::Result<()> {
+        let Some(mut child) = self.child.take() else {
+            return Ok(());
+        };
+        let pid = child.id() as libc::pid_t;
+        // SAFETY: `pid` is our own child, not yet reaped.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let t0 = Instant::now();
+        loop {
+            if let Some(status) = child.try_wait()? {
+                if !status.success() {
+                    eprintln!("warning: the agent exited with {status}");
+                }
+                return Ok(());
+            }
+            if t0.elapsed() > STOP_TIMEOUT {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!("the agent did not stop within {STOP_TIMEOUT:?} of SIGTERM; killed it");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// `graceful uninstall`: detaches the programs and removes the pins.
+    pub fn uninstall(&mut self) -> anyhow::Result<()> {
+        let out = self
+            .command()
+            .arg("uninstall")
+            .output()
+            .context("run graceful uninstall")?;
+        if !out.status.success() {
+            bail!(
+                "graceful uninstall --pin-dir {} failed: {}",
+                self.pins.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(())
+    }
+
+    /// Whether the pinned link of the state program exists.
+    pub fn link_pinned(&self) -> bool {
+        std::fs::read_dir(self.pins.join("links")).is_ok_and(|mut d| d.next().is_some())
+    }
+
+    /// `graceful cgroups -o json -a`.
+    pub fn cgroups(&self) -> anyhow::Result<Vec<Row>> {
+        let out = self
+            .command()
+            .args(["cgroups", "-o", "json", "-a"])
+            .output()
+            .context("run graceful cgroups")?;
+        if !out.status.success() {
+            bail!(
+                "graceful cgroups failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        let v: Value = serde_json::from_slice(&out.stdout).context("parse graceful cgroups -o json")?;
+        let rows = v.as_array().context("graceful cgroups -o json: not an array")?;
+        Ok(rows
+            .iter()
+            .map(|r| Row {
+                path: r["path"].as_str().map(str::to_owned),
+                inbound_live: r["inbound_live"].as_u64().unwrap_or(0),
+                outbound_live: r["outbound_live"].as_u64().unwrap_or(0),
+                listeners: r["listeners"].as_u64().unwrap_or(0),
+                inbound_total: r["inbound_total"].as_u64().unwrap_or(0),
+            })
+            .collect())
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        if let Err(e) = self.stop() {
+            eprintln!("cleanup: {e:#}");
+        }
+        if self.pins.exists() {
+            if let Err(e) = self.uninstall() {
+                eprintln!("cleanup: {e:#}");
+            }
+        }
+    }
+}
+
+/// Forwards the agent's log lines through a channel; it disconnects when
+/// the agent closes stderr (it exited).
+fn log_reader(stderr: std::process::ChildStderr) -> Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// VmRSS and VmHWM of a process, in KiB.
+pub fn rss_kib(pid: u32) -> anyhow::Result<(u64, u64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let field = |name: &str| -> anyhow::Result<u64> {
+        let line = status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .with_context(|| format!("no {name} in /proc/{pid}/status"))?;
+        line[name.len()..]
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .with_context(|| format!("parse {line:?}"))
+    };
+    Ok((field("VmRSS:")?, field("VmHWM:")?))
+}

@@ -1,0 +1,393 @@
+//! `cargo xtask bench churn`: what graceful's tracepoint costs a
+//! connection-heavy node, as loopback connections per second with the
+//! programs attached against detached.
+//!
+//! Rounds interleave the two conditions, and the order flips every round
+//! (without→with, then with→without, …) so a drift of the machine's speed
+//! cancels out in the per-round ratio. "with": a fresh `graceful daemon`
+//! (started before, not during, the window). "without": the daemon stopped
+//! and `graceful uninstall` run, and the kernel checked to have no
+//! `sock_set_state` program loaded at all.
+
+use std::{path::PathBuf, time::Duration};
+
+use anyhow::{bail, Context as _};
+use serde_json::json;
+
+use super::{
+    agent::Agent,
+    bpf,
+    stats::Summary,
+    tcp_load::{self, Config, Outcome},
+    AgentArgs,
+};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Rounds; each measures both conditions once.
+    #[arg(long, default_value_t = 10)]
+    pub rounds: u32,
+    /// Length of each measurement window, in seconds.
+    #[arg(long, default_value_t = 2.0)]
+    pub seconds: f64,
+    /// Client threads (and as many server threads).
+    #[arg(long, default_value_t = 4)]
+    pub concurrency: usize,
+    /// Unmeasured load before each window, in seconds.
+    #[arg(long, default_value_t = 0.5)]
+    pub warmup: f64,
+    /// Client source addresses 127.0.0.2 … 127.0.0.(1+N) (0: 127.0.0.1 only).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u8).range(0..=200))]
+    pub sources: u8,
+    /// Percentage of connections the client aborts with RST (SO_LINGER 0) instead of closing with FIN.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=100))]
+    pub rst_percent: u8,
+    /// Pin directory of the agent under test.
+    #[arg(long, default_value = "/sys/fs/bpf/graceful-bench")]
+    pub pin_dir: PathBuf,
+    /// Largest acceptable loss of connections per second, in percent (median ratio).
+    #[arg(long, default_value_t = 3.0)]
+    pub target_pct: f64,
+    /// A round counts as undisturbed if other processes used at most this share of the CPUs, in percent.
+    #[arg(long, default_value_t = 10.0)]
+    pub max_others_pct: f64,
+    #[command(flatten)]
+    pub agent: AgentArgs,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Cond {
+    Without,
+    With,
+}
+
+struct Round {
+    without: Outcome,
+    with: Outcome,
+    first: Cond,
+    /// Time from spawning the agent to its `ready` line (not measured load).
+    agent_ready: Duration,
+    /// Connections the agent counted (inbound_total) during its measurement.
+    agent_counted: u64,
+    /// `sock_set_state` programs loaded by someone else during the round.
+    foreign: usize,
+}
+
+impl Round {
+    fn ratio(&self) -> f64 {
+        self.with.per_second() / self.without.per_second()
+    }
+
+    fn cpu_ratio(&self) -> f64 {
+        self.with.cpu_us_per_conn() / self.without.cpu_us_per_conn()
+    }
+
+    /// Other work's share of the CPUs, the worse of the two windows.
+    fn others_pct(&self) -> f64 {
+        self.without.others_pct().max(self.with.others_pct())
+    }
+
+    /// Nothing else disturbed either window.
+    fn clean(&self, max_others_pct: f64) -> bool {
+        self.foreign == 0 && self.others_pct() <= max_others_pct
+    }
+}
+
+fn sysctl(name: &str) -> String {
+    std::fs::read_to_string(format!("/proc/sys/{}", name.replace('.', "/")))
+        .map(|s| s.trim().replace('\t', " "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+/// Waits for the kernel to free our program after `graceful uninstall`
+/// (it goes once the last link and descriptor are gone). What is left is
+/// someone else's.
+fn settle_detached() -> anyhow::Result<usize> {
+    let t0 = std::time::Instant::now();
+    loop {
+        let n = bpf::state_programs_loaded().context("list loaded BPF programs")?;
+        if n == 0 || t0.elapsed() > Duration::from_secs(2) {
+            return Ok(n);
+        }
+        super::sleep(Duration::from_millis(20))?;
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.rounds == 0 || args.concurrency == 0 || args.seconds <= 0.0 {
+        bail!("--rounds, --concurrency and --seconds must be positive");
+    }
+    let bin = args.agent.binary()?;
+    let cfg = Config {
+        concurrency: args.concurrency,
+        sources: args.sources,
+        rst_percent: args.rst_percent,
+        warmup: Duration::from_secs_f64(args.warmup),
+        window: Duration::from_secs_f64(args.seconds),
+    };
+    let mut agent = Agent::new(&bin, &args.pin_dir)?;
+    let profile = if cfg!(debug_assertions) {
+        "dev (unoptimised)"
+    } else {
+        "release"
+    };
+
+    println!("== graceful churn bench: loopback TCP connections per second, programs attached vs detached");
+    println!(
+        "agent:      {} --pin-dir {}",
+        bin.display(),
+        args.pin_dir.display()
+    );
+    println!(
+        "load:       {} client + {} server threads, connect → accept → client close → server close (read to EOF)",
+        args.concurrency, args.concurrency
+    );
+    println!(
+        "addresses:  server 127.0.0.1:<ephemeral>; clients bound to {} with IP_BIND_ADDRESS_NO_PORT; {}% closed with RST, the rest with FIN",
+        if args.sources == 0 { "127.0.0.1 (kernel's choice)".to_string() } else { format!("127.0.0.2-127.0.0.{}", 1 + args.sources) },
+        args.rst_percent
+    );
+    println!(
+        "windows:    {} rounds × 2 × {:.1} s (after {:.1} s warm-up each); order flips every round",
+        args.rounds, args.seconds, args.warmup
+    );
+    println!(
+        "machine:    {} CPUs, load {}, tcp_tw_reuse={}, tcp_max_tw_buckets={}, ip_local_port_range={}; bench built {profile}",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        super::loadavg(),
+        sysctl("net.ipv4.tcp_tw_reuse"),
+        sysctl("net.ipv4.tcp_max_tw_buckets"),
+        sysctl("net.ipv4.ip_local_port_range"),
+    );
+
+    let foreign0 = settle_detached()?;
+    if foreign0 > 0 {
+        println!("WARNING: {foreign0} sock_set_state program(s) of another graceful are loaded (a test suite?): \"without\" is not clean");
+    }
+    // Bring TIME_WAIT and caches to their steady state before the first window.
+    print!("priming (unmeasured load, 2 s)… ");
+    let prime = tcp_load::measure(&Config {
+        warmup: Duration::ZERO,
+        window: Duration::from_secs(2),
+        ..cfg.clone()
+    })?;
+    println!("{:.0} conn/s\n", prime.per_second());
+
+    println!("columns: cpu µs/conn = CPU time of the bench process (its client and server threads and the kernel work");
+    println!("         done in their context, the BPF programs included) per connection; other procs % = CPU used by");
+    println!("         other user-space processes in the worse window of the round (disturbance; ≤ {:.0} % is undisturbed)", args.max_others_pct);
+    println!(
+        "{:>5}  {:<12} {:>10} {:>10} {:>8}  {:>9} {:>9} {:>8}  {:>7}  {:>8} {:>9} {:>7}",
+        "round",
+        "order",
+        "without/s",
+        "with/s",
+        "ratio",
+        "cpu w.o.",
+        "cpu with",
+        "cpu",
+        "other",
+        "agent",
+        "agent",
+        "foreign"
+    );
+    println!(
+        "{:>5}  {:<12} {:>10} {:>10} {:>8}  {:>9} {:>9} {:>8}  {:>7}  {:>8} {:>9} {:>7}",
+        "",
+        "",
+        "conn/s",
+        "conn/s",
+        "with/w.o",
+        "µs/conn",
+        "µs/conn",
+        "with/w.o",
+        "procs %",
+        "ready ms",
+        "counted",
+        "progs"
+    );
+    let mut rounds = Vec::new();
+    for i in 0..args.rounds {
+        super::check_interrupted()?;
+        let first = if i % 2 == 0 { Cond::Without } else { Cond::With };
+        let mut without = None;
+        let mut with = None;
+        let mut agent_ready = Duration::ZERO;
+        let mut agent_counted = 0;
+        let mut foreign = 0;
+        for cond in [
+            first,
+            if first == Cond::With {
+                Cond::Without
+            } else {
+                Cond::With
+            },
+        ] {
+            match cond {
+                Cond::Without => {
+                    if agent.link_pinned() {
+                        bail!("the agent's link is still pinned in a \"without\" window");
+                    }
+                    foreign = foreign.max(settle_detached()?);
+                    without = Some(tcp_load::measure(&cfg)?);
+                }
+                Cond::With => {
+                    let started = agent.start()?;
+                    agent_ready = started.ready_after;
+                    let loaded = bpf::state_programs_loaded()?;
+                    if loaded == 0 {
+                        bail!("the agent is ready but no sock_set_state program is loaded");
+                    }
+                    foreign = foreign.max(loaded - 1);
+                    let before: u64 = agent.cgroups()?.iter().map(|r| r.inbound_total).sum();
+                    let out = tcp_load::measure(&cfg)?;
+                    let after: u64 = agent.cgroups()?.iter().map(|r| r.inbound_total).sum();
+                    agent_counted = after - before;
+                    if agent_counted < out.completed {
+                        bail!(
+                            "the agent counted {agent_counted} inbound connections but {} completed: is it attached?",
+                            out.completed
+                        );
+                    }
+                    agent.stop()?;
+                    agent.uninstall()?;
+                    with = Some(out);
+                }
+            }
+        }
+        let r = Round {
+            without: without.expect("measured"),
+            with: with.expect("measured"),
+            first,
+            agent_ready,
+            agent_counted,
+            foreign,
+        };
+        let errors = r.without.connect_errors + r.with.connect_errors;
+        println!(
+            "{:>5}  {:<12} {:>10.0} {:>10.0} {:>8.4}  {:>9.2} {:>9.2} {:>8.4}  {:>7.1}  {:>8.0} {:>9} {:>7}{}{}",
+            i + 1,
+            if r.first == Cond::Without { "without→with" } else { "with→without" },
+            r.without.per_second(),
+            r.with.per_second(),
+            r.ratio(),
+            r.without.cpu_us_per_conn(),
+            r.with.cpu_us_per_conn(),
+            r.cpu_ratio(),
+            r.others_pct(),
+            r.agent_ready.as_secs_f64() * 1e3,
+            r.agent_counted,
+            r.foreign,
+            if r.clean(args.max_others_pct) { "" } else { "  (disturbed)" },
+            if errors > 0 { format!("  ({errors} failed connects)") } else { String::new() },
+        );
+        rounds.push(r);
+    }
+
+    let pick = |f: &dyn Fn(&Round) -> f64, only_clean: bool| -> Vec<f64> {
+        rounds
+            .iter()
+            .filter(|r| !only_clean || r.clean(args.max_others_pct))
+            .map(f)
+            .collect()
+    };
+    let sw = Summary::of(&pick(&|r| r.without.per_second(), false)).expect("rounds > 0");
+    let sa = Summary::of(&pick(&|r| r.with.per_second(), false)).expect("rounds > 0");
+    let sr = Summary::of(&pick(&Round::ratio, false)).expect("rounds > 0");
+    let cw = Summary::of(&pick(&|r| r.without.cpu_us_per_conn(), false)).expect("rounds > 0");
+    let ca = Summary::of(&pick(&|r| r.with.cpu_us_per_conn(), false)).expect("rounds > 0");
+    let cr = Summary::of(&pick(&Round::cpu_ratio, false)).expect("rounds > 0");
+    let clean = pick(&Round::ratio, true);
+    let clean_sr = Summary::of(&clean);
+    let clean_cr = Summary::of(&pick(&Round::cpu_ratio, true));
+    let overhead = (1.0 - sr.median) * 100.0;
+    let pass = overhead <= args.target_pct;
+    let errors: u64 = rounds
+        .iter()
+        .map(|r| r.without.connect_errors + r.with.connect_errors)
+        .sum();
+    println!();
+    println!(
+        "{:<34} {:>10} {:>10} {:>10}",
+        "all rounds", "min", "median", "max"
+    );
+    let row = |name: &str, s: &Summary, d: usize| {
+        println!("{name:<34} {:>10.d$} {:>10.d$} {:>10.d$}", s.min, s.median, s.max);
+    };
+    row("conn/s without programs", &sw, 0);
+    row("conn/s with programs", &sa, 0);
+    row("ratio with/without (conn/s)", &sr, 4);
+    row("CPU µs per connection, without", &cw, 2);
+    row("CPU µs per connection, with", &ca, 2);
+    row("ratio with/without (CPU/conn)", &cr, 4);
+    if let (Some(s), Some(c)) = (clean_sr, clean_cr) {
+        println!(
+            "undisturbed rounds only ({} of {}: other processes ≤ {:.0} % CPU and no other graceful loaded):",
+            clean.len(),
+            rounds.len(),
+            args.max_others_pct
+        );
+        row("  ratio with/without (conn/s)", &s, 4);
+        row("  ratio with/without (CPU/conn)", &c, 4);
+    } else {
+        println!(
+            "no undisturbed round (other processes ≤ {:.0} % CPU and no other graceful loaded)",
+            args.max_others_pct
+        );
+    }
+    println!(
+        "cost: {overhead:.2} % fewer connections per second (median of all per-round ratios); target at most {:.1} %: {}",
+        args.target_pct,
+        if pass { "PASS" } else { "FAIL" }
+    );
+    let extra = Summary::of(&pick(
+        &|r| r.with.cpu_us_per_conn() - r.without.cpu_us_per_conn(),
+        false,
+    ))
+    .expect("rounds > 0");
+    println!(
+        "      {:.2} % more CPU per connection (median ratio), {:.2} µs more per connection (median difference;",
+        (cr.median - 1.0) * 100.0,
+        extra.median
+    );
+    println!("      a connection is 2 sockets and about 10 state changes)");
+    if errors > 0 {
+        println!("note: {errors} connect() calls failed in total (port exhaustion?)");
+    }
+    println!(
+        "TIME_WAIT sockets at the end: {}; load at the end: {}",
+        tcp_load::time_wait_sockets().map_or("?".into(), |n| n.to_string()),
+        super::loadavg()
+    );
+    drop(agent);
+
+    let r4 = |x: f64| (x * 1e4).round() / 1e4;
+    let summary = json!({
+        "bench": "churn",
+        "rounds": args.rounds,
+        "seconds": args.seconds,
+        "concurrency": args.concurrency,
+        "sources": args.sources,
+        "rst_percent": args.rst_percent,
+        "conn_per_s_without": sw.json(0),
+        "conn_per_s_with": sa.json(0),
+        "ratio_with_without": sr.json(4),
+        "cpu_us_per_conn_without": cw.json(3),
+        "cpu_us_per_conn_with": ca.json(3),
+        "cpu_ratio_with_without": cr.json(4),
+        "extra_cpu_us_per_conn": extra.json(3),
+        "per_round_ratio": rounds.iter().map(|r| r4(r.ratio())).collect::<Vec<_>>(),
+        "per_round_others_cpu_pct": rounds.iter().map(|r| (r.others_pct() * 10.0).round() / 10.0).collect::<Vec<_>>(),
+        "undisturbed_rounds": clean.len(),
+        "undisturbed_ratio_with_without": clean_sr.map(|s| s.json(4)),
+        "undisturbed_cpu_ratio_with_without": clean_cr.map(|s| s.json(4)),
+        "overhead_pct_median": (overhead * 100.0).round() / 100.0,
+        "target_max_overhead_pct": args.target_pct,
+        "pass": pass,
+        "rounds_with_other_graceful": rounds.iter().filter(|r| r.foreign > 0).count(),
+        "failed_connects": errors,
+        "bench_profile": profile,
+    });
+    println!("{summary}");
+    Ok(())
+}

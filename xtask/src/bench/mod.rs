@@ -1,0 +1,146 @@
+//! `cargo xtask bench …`: measurements behind the performance targets.
+//!
+//! - `churn`: loopback connections per second with graceful's programs
+//!   attached against detached, interleaved round by round.
+//! - `memory`: agent RSS and kernel map memory with many live connections
+//!   across many cgroups, at start, after a restart, and after a cold start
+//!   that must adopt every connection.
+//!
+//! Both need root, run the real agent (a release build, under its own pin
+//! directory so a node's agent is never touched) and leave nothing behind,
+//! also on error or Ctrl-C.
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+    sync::atomic::{AtomicBool, Ordering},
+};
+
+use anyhow::{bail, Context as _};
+
+mod agent;
+mod bpf;
+mod cgroup;
+mod churn;
+mod memory;
+mod stats;
+mod tcp_load;
+mod worker;
+
+#[derive(Debug, clap::Subcommand)]
+pub enum BenchCmd {
+    /// Connections per second on loopback, programs attached vs detached (target: at most 3 % fewer).
+    Churn(churn::Args),
+    /// Agent RSS and kernel map memory with many live connections across many cgroups (target: RSS < 50 MiB).
+    Memory(memory::Args),
+    /// Internal: one process of the memory bench, run inside its cgroup.
+    #[command(hide = true)]
+    MemoryWorker(worker::Args),
+}
+
+pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
+    if let BenchCmd::MemoryWorker(args) = cmd {
+        return worker::run(args);
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!("benches load BPF programs and create cgroups: run as root");
+    }
+    install_interrupt_handler();
+    match cmd {
+        BenchCmd::Churn(args) => churn::run(args),
+        BenchCmd::Memory(args) => memory::run(args),
+        BenchCmd::MemoryWorker(_) => unreachable!(),
+    }
+}
+
+/// Which agent binary to run; shared by every bench.
+#[derive(Debug, Clone, clap::Args)]
+pub struct AgentArgs {
+    /// The `graceful` binary to benchmark. Default: build it with
+    /// `cargo build --release -p graceful-daemon` and use target/release/graceful.
+    #[arg(long)]
+    pub graceful: Option<PathBuf>,
+    /// Use target/release/graceful as it is, without building it first.
+    #[arg(long)]
+    pub no_build: bool,
+}
+
+impl AgentArgs {
+    pub fn binary(&self) -> anyhow::Result<PathBuf> {
+        if let Some(p) = &self.graceful {
+            return Ok(p.clone());
+        }
+        let root = workspace_root();
+        if !self.no_build {
+            eprintln!("building the agent: cargo build --release -p graceful-daemon");
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            let status = Command::new(cargo)
+                .args(["build", "--release", "-p", "graceful-daemon"])
+                .current_dir(&root)
+                .status()
+                .context("run cargo")?;
+            if !status.success() {
+                bail!("building graceful-daemon failed ({status})");
+            }
+        }
+        let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+        let bin = target.join("release/graceful");
+        if !bin.exists() {
+            bail!("{} does not exist: build it or pass --graceful", bin.display());
+        }
+        Ok(bin)
+    }
+}
+
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace")
+        .to_path_buf()
+}
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+/// Ctrl-C or SIGTERM make the bench stop at its next check and clean up
+/// through its guards, instead of dying with the agent still attached.
+fn install_interrupt_handler() {
+    let handler = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, handler);
+        libc::signal(libc::SIGTERM, handler);
+    }
+}
+
+/// Fails once the user asked the bench to stop.
+pub fn check_interrupted() -> anyhow::Result<()> {
+    if INTERRUPTED.load(Ordering::SeqCst) {
+        bail!("interrupted");
+    }
+    Ok(())
+}
+
+/// Sleeps, waking up early (with an error) if interrupted.
+pub fn sleep(d: std::time::Duration) -> anyhow::Result<()> {
+    let end = std::time::Instant::now() + d;
+    loop {
+        check_interrupted()?;
+        let now = std::time::Instant::now();
+        if now >= end {
+            return Ok(());
+        }
+        std::thread::sleep((end - now).min(std::time::Duration::from_millis(50)));
+    }
+}
+
+/// `/proc/loadavg`, to show how busy the machine was.
+pub fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}

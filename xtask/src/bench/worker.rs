@@ -1,0 +1,66 @@
+//! `cargo xtask bench memory-worker` (hidden): one process of the memory
+//! bench, started inside its cgroup. It listens on its own loopback address,
+//! connects to itself N times and accepts each connection, so its cgroup
+//! owns N inbound and N outbound live connections and one listener. It says
+//! `ready N` on stdout and holds everything until its stdin closes (the
+//! bench ended, or died).
+
+use std::{
+    io::{Read as _, Write as _},
+    net::{SocketAddrV4, TcpListener, TcpStream},
+};
+
+use anyhow::Context as _;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Address to listen on and connect to.
+    #[arg(long)]
+    pub listen: SocketAddrV4,
+    /// Connections to open.
+    #[arg(long)]
+    pub connections: usize,
+}
+
+fn raise_nofile(need: u64) -> anyhow::Result<()> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: valid pointers to an rlimit.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return Err(std::io::Error::last_os_error().into());
+        }
+        if lim.rlim_cur >= need {
+            return Ok(());
+        }
+        lim.rlim_cur = need.max(lim.rlim_cur);
+        lim.rlim_max = lim.rlim_max.max(need);
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+            return Err(std::io::Error::last_os_error()).context(format!("raise RLIMIT_NOFILE to {need}"));
+        }
+    }
+    Ok(())
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    raise_nofile(2 * args.connections as u64 + 64)?;
+    let listener = TcpListener::bind(args.listen).with_context(|| format!("listen on {}", args.listen))?;
+    let mut held = Vec::with_capacity(2 * args.connections);
+    for i in 0..args.connections {
+        let out =
+            TcpStream::connect(args.listen).with_context(|| format!("connection {i} to {}", args.listen))?;
+        let (inb, _) = listener.accept().context("accept")?;
+        held.push(out);
+        held.push(inb);
+    }
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "ready {}", args.connections)?;
+    stdout.flush()?;
+    let mut buf = [0u8; 64];
+    while matches!(std::io::stdin().read(&mut buf), Ok(n) if n > 0) {}
+    drop(held);
+    drop(listener);
+    Ok(())
+}

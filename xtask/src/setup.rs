@@ -1,0 +1,415 @@
+//! `cargo xtask setup`: makes a fresh machine (Debian 12, root, rustup with a
+//! stable and a nightly toolchain) ready to build, test and demo graceful.
+//!
+//! Every step checks first and does nothing when already done, so a second
+//! run takes well under a second. One line per step: `ok` or `installed`,
+//! with the version in use.
+
+use std::{
+    collections::BTreeMap,
+    fs,
+    os::unix::fs::symlink,
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+};
+
+use anyhow::{bail, Context as _};
+
+use crate::util::{self, display, output};
+
+/// The eBPF side builds with this toolchain (it needs `-Z build-std`).
+pub const NIGHTLY: &str = "nightly";
+pub const MUSL: &str = "x86_64-unknown-linux-musl";
+pub const BPF_LINKER_VERSION: &str = "0.13.0";
+/// Runs the fuzz targets in fuzz/ (CI runs each for a bounded time).
+pub const CARGO_FUZZ_VERSION: &str = "0.13.2";
+
+/// apt packages the tests and the demo use. Each entry lists alternatives,
+/// best first: the first one Debian offers is installed.
+const APT: &[&[&str]] = &[
+    &["iproute2"],                     // ss: the oracle for exact counts
+    &["procps"],                       // ps, pkill in test scripts
+    &["python3"],                      // the demo's HTTP server
+    &["nginx-light", "nginx"],         // a real load balancer in tests
+    &["haproxy"],                      // another one
+    &["qemu-system-x86"],              // kernel matrix tests under TCG
+    &["busybox-static"],               // the guests' userland
+    &["cpio"],                         // initramfs images
+    &["musl-tools"],                   // musl-gcc: ring (rustls) compiles C for the static builds
+    &["kubernetes-client", "kubectl"], // kubectl kustomize, offline, for the manifest tests
+];
+
+fn line(status: &str, what: &str, detail: impl AsRef<str>) {
+    println!("{status:<10} {what:<34} {}", detail.as_ref());
+}
+
+pub fn run() -> anyhow::Result<()> {
+    rust_src()?;
+    musl_target()?;
+    bpf_linker()?;
+    cargo_fuzz()?;
+    apt_packages()?;
+    Ok(())
+}
+
+/// cargo-fuzz, into the same tools directory as bpf-linker.
+fn cargo_fuzz() -> anyhow::Result<()> {
+    let what = format!("cargo-fuzz {CARGO_FUZZ_VERSION}");
+    let bin = tools_dir()?.join("bin/cargo-fuzz");
+    let version = output(Command::new(&bin).arg("--version")).unwrap_or_default();
+    if version.split_whitespace().any(|w| w == CARGO_FUZZ_VERSION) {
+        line("ok", &what, bin.display().to_string());
+        return Ok(());
+    }
+    println!("{:<10} {what:<34} building (about a minute)", "...");
+    let mut cmd = util::rustup_cargo(NIGHTLY);
+    cmd.args([
+        "install",
+        "cargo-fuzz",
+        "--locked",
+        "--version",
+        CARGO_FUZZ_VERSION,
+        "--root",
+    ])
+    .arg(tools_dir()?)
+    .stdin(Stdio::null());
+    let out = cmd
+        .output()
+        .with_context(|| format!("cannot run `{}`", display(&cmd)))?;
+    if !out.status.success() {
+        bail!(
+            "`{}` failed ({}):\n{}",
+            display(&cmd),
+            out.status,
+            util::tail(String::from_utf8_lossy(&out.stderr).trim_end(), 40)
+        );
+    }
+    line("installed", &what, bin.display().to_string());
+    Ok(())
+}
+
+/// A `rustc`/`cargo`/`rustup` call through rustup, clean of the variables
+/// `cargo run` gives us.
+fn rustup_tool(program: &str) -> Command {
+    let mut cmd = Command::new(program);
+    for var in ["CARGO", "RUSTC", "RUSTDOC", "LD_LIBRARY_PATH"] {
+        cmd.env_remove(var);
+    }
+    cmd
+}
+
+fn sysroot(toolchain: Option<&str>) -> anyhow::Result<PathBuf> {
+    let mut cmd = rustup_tool("rustc");
+    if let Some(t) = toolchain {
+        cmd.arg(format!("+{t}"));
+    }
+    let out = output(cmd.args(["--print", "sysroot"])).with_context(|| match toolchain {
+        Some(t) => format!("the {t} toolchain is needed: `rustup toolchain install {t}`"),
+        None => "a Rust toolchain is needed: install rustup".to_string(),
+    })?;
+    Ok(PathBuf::from(out.trim()))
+}
+
+fn rustc_version(toolchain: Option<&str>) -> String {
+    let mut cmd = rustup_tool("rustc");
+    if let Some(t) = toolchain {
+        cmd.arg(format!("+{t}"));
+    }
+    output(cmd.arg("--version")).map_or_else(|_| "?".into(), |s| s.trim().to_string())
+}
+
+fn rust_src() -> anyhow::Result<()> {
+    let what = "rust-src (nightly)";
+    let src = sysroot(Some(NIGHTLY))?.join("lib/rustlib/src/rust/library");
+    if src.is_dir() {
+        line("ok", what, rustc_version(Some(NIGHTLY)));
+        return Ok(());
+    }
+    util::run(rustup_tool("rustup").args(["component", "add", "rust-src", "--toolchain", NIGHTLY]))?;
+    line("installed", what, rustc_version(Some(NIGHTLY)));
+    Ok(())
+}
+
+fn musl_target() -> anyhow::Result<()> {
+    // The toolchain cargo runs us with (stable), as `rustup target add` picks it.
+    let what = "target x86_64-unknown-linux-musl";
+    let dir = sysroot(None)?.join("lib/rustlib").join(MUSL).join("lib");
+    if dir.is_dir() {
+        line("ok", what, rustc_version(None));
+        return Ok(());
+    }
+    util::run(rustup_tool("rustup").args(["target", "add", MUSL]))?;
+    line("installed", what, rustc_version(None));
+    Ok(())
+}
+
+/// Where graceful's tools live: `$GRACEFUL_TOOLS`, or
+/// `~/.local/share/graceful/tools`. The daemon's build.rs looks there too.
+pub fn tools_dir() -> anyhow::Result<PathBuf> {
+    if let Some(dir) = std::env::var_os("GRACEFUL_TOOLS").filter(|d| !d.is_empty()) {
+        return Ok(PathBuf::from(dir));
+    }
+    Ok(data_dir()?.join("tools"))
+}
+
+fn data_dir() -> anyhow::Result<PathBuf> {
+    Ok(util::home()?.join(".local/share/graceful"))
+}
+
+fn bpf_linker_version(bin: &Path) -> Option<String> {
+    let mut cmd = Command::new(bin);
+    cmd.env_remove("LD_LIBRARY_PATH").arg("--version");
+    output(&mut cmd).ok().map(|s| s.trim().to_string())
+}
+
+/// bpf-linker, built against the nightly toolchain's own LLVM (see
+/// DESIGN.md): no system LLVM needed, and its LLVM matches rustc's.
+fn bpf_linker() -> anyhow::Result<()> {
+    let what = format!("bpf-linker {BPF_LINKER_VERSION}");
+    let tools = tools_dir()?;
+    let bin = tools.join("bin/bpf-linker");
+    if let Some(v) = bpf_linker_version(&bin) {
+        if v.split_whitespace().any(|w| w == BPF_LINKER_VERSION) {
+            line("ok", &what, bin.display().to_string());
+            return Ok(());
+        }
+    }
+
+    let lib = sysroot(Some(NIGHTLY))?.join("lib");
+    let (real, major) = find_libllvm(&lib)?;
+    let prefix = data_dir()?.join("llvm-prefix");
+    let prefix_lib = prefix.join("lib");
+    fs::create_dir_all(&prefix_lib).with_context(|| format!("cannot create {}", prefix_lib.display()))?;
+    let name = real.file_name().context("libLLVM has no file name")?.to_owned();
+    // Drop links to another toolchain's LLVM; keep ours untouched if they are
+    // right already (a bpf-linker running right now loads through them).
+    for entry in fs::read_dir(&prefix_lib)?.flatten() {
+        let n = entry.file_name();
+        if n != "libLLVM.so" && n != name.as_os_str() {
+            fs::remove_file(entry.path())?;
+        }
+    }
+    for link in [prefix_lib.join("libLLVM.so"), prefix_lib.join(&name)] {
+        if fs::read_link(&link).ok().as_deref() == Some(real.as_path()) {
+            continue;
+        }
+        if link.symlink_metadata().is_ok() {
+            fs::remove_file(&link)?;
+        }
+        symlink(&real, &link)
+            .with_context(|| format!("cannot link {} to {}", link.display(), real.display()))?;
+    }
+
+    println!(
+        "{:<10} {what:<34} building against {} (about a minute)",
+        "...",
+        real.display()
+    );
+    let mut cmd = util::rustup_cargo(NIGHTLY);
+    cmd.env("LLVM_PREFIX", &prefix)
+        .args(["install", "bpf-linker", "--version", BPF_LINKER_VERSION])
+        .args(["--no-default-features", "--features", &format!("llvm-{major}")])
+        .arg("--root")
+        .arg(&tools)
+        .stdin(Stdio::null());
+    let out = cmd
+        .output()
+        .with_context(|| format!("cannot run `{}`", display(&cmd)))?;
+    if !out.status.success() {
+        bail!(
+            "`LLVM_PREFIX={} {}` failed ({}):\n{}",
+            prefix.display(),
+            display(&cmd),
+            out.status,
+            util::tail(String::from_utf8_lossy(&out.stderr).trim_end(), 40)
+        );
+    }
+    match bpf_linker_version(&bin) {
+        Some(v) if v.contains(BPF_LINKER_VERSION) => {
+            line(
+                "installed",
+                &what,
+                format!("{} (LLVM {major} from {})", bin.display(), real.display()),
+            );
+            Ok(())
+        }
+        other => bail!(
+            "bpf-linker was built but `{} --version` says {other:?}; it loads LLVM through {}",
+            bin.display(),
+            prefix_lib.display()
+        ),
+    }
+}
+
+/// The nightly toolchain's real libLLVM (a big shared object; the
+/// `libLLVM-<n>-rust-*.so` beside it is a tiny linker script) and its major.
+fn find_libllvm(lib: &Path) -> anyhow::Result<(PathBuf, String)> {
+    let mut best: Option<(u64, PathBuf)> = None;
+    for entry in fs::read_dir(lib)
+        .with_context(|| format!("cannot list {}", lib.display()))?
+        .flatten()
+    {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.starts_with("libLLVM") || !name.contains(".so") {
+            continue;
+        }
+        let Ok(meta) = entry.path().symlink_metadata() else {
+            continue;
+        };
+        if meta.is_file() && meta.len() > 1 << 20 && best.as_ref().is_none_or(|(len, _)| meta.len() > *len) {
+            best = Some((meta.len(), entry.path()));
+        }
+    }
+    let (_, real) = best.with_context(|| {
+        format!(
+            "no libLLVM shared object in {}: is the nightly toolchain complete?",
+            lib.display()
+        )
+    })?;
+    // libLLVM.so.22.1-rust-1.97.0-nightly → 22
+    let name = real
+        .file_name()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned();
+    let major = name
+        .split(".so.")
+        .nth(1)
+        .and_then(|v| v.split(['.', '-']).next())
+        .filter(|m| !m.is_empty() && m.bytes().all(|b| b.is_ascii_digit()))
+        .with_context(|| format!("cannot read the LLVM version from {name}"))?
+        .to_string();
+    Ok((real, major))
+}
+
+/// `package → version` of the installed ones among `names`.
+fn installed(names: &[&str]) -> BTreeMap<String, String> {
+    let mut cmd = Command::new("dpkg-query");
+    cmd.args(["-W", "-f", "${Package}\t${db:Status-Abbrev}\t${Version}\n"])
+        .args(names);
+    // Exits 1 when some name is unknown; what it prints is still right.
+    let Ok(out) = cmd.stdin(Stdio::null()).stderr(Stdio::null()).output() else {
+        return BTreeMap::new();
+    };
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split('\t');
+            let (pkg, status, version) = (f.next()?, f.next()?, f.next()?);
+            status
+                .starts_with("ii")
+                .then(|| (pkg.to_string(), version.to_string()))
+        })
+        .collect()
+}
+
+fn has_candidate(pkg: &str) -> bool {
+    let mut cmd = Command::new("apt-cache");
+    cmd.args(["policy", pkg]);
+    output(&mut cmd).is_ok_and(|s| {
+        s.lines()
+            .find_map(|l| l.trim().strip_prefix("Candidate:"))
+            .is_some_and(|c| c.trim() != "(none)")
+    })
+}
+
+fn apt_packages() -> anyhow::Result<()> {
+    let all: Vec<&str> = APT.iter().flat_map(|alts| alts.iter().copied()).collect();
+    let have = installed(&all);
+    let missing: Vec<&[&str]> = APT
+        .iter()
+        .copied()
+        .filter(|alts| !alts.iter().any(|p| have.contains_key(*p)))
+        .collect();
+    for alts in APT {
+        if let Some(p) = alts.iter().find(|p| have.contains_key(**p)) {
+            line("ok", &format!("apt {p}"), &have[*p]);
+        }
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+
+    let wanted: Vec<String> = missing.iter().map(|alts| alts.join(" or ")).collect();
+    if Command::new("apt-get")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .is_err()
+    {
+        bail!(
+            "these packages are missing and this is not a Debian system: {}",
+            wanted.join(", ")
+        );
+    }
+    if !util::is_root() {
+        bail!(
+            "these apt packages are missing: {}; run `cargo xtask setup` as root to install them",
+            wanted.join(", ")
+        );
+    }
+    println!("{:<10} {:<34} apt-get update", "...", "apt packages");
+    apt_get(&["update"])?;
+    let mut pick = Vec::new();
+    for alts in &missing {
+        let p = alts.iter().find(|p| has_candidate(p)).with_context(|| {
+            format!(
+                "Debian offers none of {} (check /etc/apt/sources.list)",
+                alts.join(", ")
+            )
+        })?;
+        pick.push(*p);
+    }
+    println!(
+        "{:<10} {:<34} apt-get install {}",
+        "...",
+        "apt packages",
+        pick.join(" ")
+    );
+    let mut args = vec!["install", "-y", "--no-install-recommends"];
+    args.extend(&pick);
+    apt_get(&args)?;
+    let now = installed(&pick);
+    for p in &pick {
+        match now.get(*p) {
+            Some(v) => line("installed", &format!("apt {p}"), v),
+            None => bail!("apt-get installed {p} but dpkg does not list it as installed"),
+        }
+    }
+    Ok(())
+}
+
+fn apt_get(args: &[&str]) -> anyhow::Result<()> {
+    let mut cmd = Command::new("apt-get");
+    cmd.args(["-q", "-o", "Dpkg::Use-Pty=0"])
+        .args(args)
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .stdin(Stdio::null());
+    output(&mut cmd).map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_real_libllvm_and_its_major() {
+        let dir = std::env::temp_dir().join(format!("xtask-llvm-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(
+            dir.join("libLLVM-22-rust-1.97.0-nightly.so"),
+            "INPUT(libLLVM.so.22.1-rust-1.97.0-nightly)\n",
+        )
+        .unwrap();
+        fs::write(
+            dir.join("libLLVM.so.22.1-rust-1.97.0-nightly"),
+            vec![0u8; 2 << 20],
+        )
+        .unwrap();
+        fs::write(dir.join("librustc_driver-x.so"), vec![0u8; 3 << 20]).unwrap();
+        let (real, major) = find_libllvm(&dir).unwrap();
+        assert_eq!(real.file_name().unwrap(), "libLLVM.so.22.1-rust-1.97.0-nightly");
+        assert_eq!(major, "22");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,50 @@
+//! `cargo xtask test`: setup, build the agent, run the whole suite.
+//!
+//! The integration tests (crate `tests`) run the real agent binary on the
+//! real kernel, so they need root; they find the binary through
+//! `GRACEFUL_BIN`. The exit code is `cargo test`'s, and nothing is printed
+//! after its output, so CI can read its closing lines.
+
+use crate::util::{self, cargo, display};
+
+/// Builds `graceful` (which builds the eBPF object through build.rs) and
+/// returns the path of the binary. `quiet` hides cargo's progress (errors
+/// still show).
+pub fn build_agent(quiet: bool) -> anyhow::Result<std::path::PathBuf> {
+    let mut cmd = cargo();
+    cmd.args(["build", "-p", "graceful-daemon"]);
+    if quiet {
+        println!(
+            "==> building the agent: {} (the first build takes a minute or two)",
+            display(&cmd)
+        );
+        cmd.arg("-q");
+    } else {
+        println!("==> {}", display(&cmd));
+    }
+    util::run(&mut cmd)?;
+    let bin = util::target_dir().join("debug/graceful");
+    anyhow::ensure!(
+        bin.exists(),
+        "`cargo build -p graceful-daemon` succeeded but {} is missing",
+        bin.display()
+    );
+    Ok(bin)
+}
+
+pub fn run(args: &[String]) -> anyhow::Result<i32> {
+    util::require_root("cargo xtask test")?;
+    crate::setup::run()?;
+    let bin = build_agent(false)?;
+
+    let mut cmd = cargo();
+    cmd.args(["test", "--workspace"])
+        .args(args)
+        .env("GRACEFUL_BIN", &bin);
+    println!("==> GRACEFUL_BIN={} {}", bin.display(), display(&cmd));
+    let status = util::status(&mut cmd)?;
+    // A signal death has no code: report it the way a shell does.
+    Ok(status
+        .code()
+        .unwrap_or_else(|| 128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0)))
+}

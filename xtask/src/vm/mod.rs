@@ -1,0 +1,316 @@
+//! `cargo xtask vm-test`: the integration tests on Debian kernels under
+//! qemu (TCG), and on this machine's kernel, with the same static binaries.
+//!
+//! 1. Choose the newest `linux-image-<series>.*-amd64` package apt offers
+//!    for each series (6.1 and 6.12 by default), download it into
+//!    `target/vm/kernels/` (checked against the archive's SHA256) and unpack it.
+//! 2. Build the agent, the test binary, its peer and the guest's `/init`
+//!    static with musl.
+//! 3. Per kernel, write an initramfs (`target/vm/<package>.cpio.gz`) and
+//!    boot it. The guest's `/init` (`tests/src/bin/graceful-vm-init.rs`)
+//!    runs the tests and prints `init: success` or `init: failure`: the
+//!    only verdict. A watchdog kills a guest that panics, locks up or
+//!    outlives `--timeout`. Each console goes to the terminal and to
+//!    `target/vm/logs/`.
+//! 4. Run the same test binary on the host kernel (unless `--no-host`).
+//! 5. Print a table of kernel, package version, result and duration, also
+//!    written to `target/vm/summary.txt` and `target/vm/results.json`.
+//!
+//! Exit code 0 when every kernel passed.
+
+mod binaries;
+mod console;
+mod cpio;
+mod elf;
+mod host;
+mod initramfs;
+mod kernels;
+mod qemu;
+
+use std::{
+    path::Path,
+    process::Command,
+    time::{Duration, Instant},
+};
+
+use anyhow::Context as _;
+
+use crate::util;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// A kernel to boot: a series (the newest `linux-image-<series>.*-amd64` apt offers) or an exact
+    /// package name such as `linux-image-6.1.0-57-amd64`. Repeat for several.
+    #[arg(long = "kernel", value_name = "SERIES|PACKAGE", default_values = ["6.1", "6.12"])]
+    kernels: Vec<String>,
+    /// Don't run the tests on this machine's kernel.
+    #[arg(long)]
+    no_host: bool,
+    /// Run `apt-get update` first, so that "newest" means the newest in the archive today.
+    #[arg(long)]
+    apt_update: bool,
+    /// The watchdog's time limit per guest, in seconds.
+    #[arg(long, default_value_t = 900, value_name = "SECS")]
+    timeout: u64,
+    /// libtest's `--test-threads` inside the guests (the host run uses libtest's default).
+    #[arg(long, default_value_t = 1)]
+    test_threads: usize,
+    /// `GRACEFUL_CHURN_SCALE` inside the guests: the churn test's connection count, as a
+    /// fraction of its 100,000 (for quicker runs; the full count takes about 2 min under TCG).
+    /// The host run always uses the full count.
+    #[arg(long, default_value_t = 1.0)]
+    churn_scale: f64,
+    /// qemu's accelerator. Single-threaded TCG by default: under multi-threaded TCG
+    /// (`tcg,thread=multi`, qemu's default for -smp 2) a vCPU can run kernel code that another
+    /// vCPU is live-patching (a tracepoint's static key flipping as the agent attaches or
+    /// detaches), and the guest dies of `Oops: int3` in inet_sk_state_store/inet_sk_set_state.
+    /// /dev/kvm is no way out here: standard guests don't run under it on this machine.
+    #[arg(long, default_value = "tcg,thread=single")]
+    accel: String,
+    /// Guest memory (qemu `-m`).
+    #[arg(long, default_value = "2G")]
+    memory: String,
+    /// Guest CPUs (qemu `-smp`).
+    #[arg(long, default_value_t = 2)]
+    smp: u32,
+    /// Build with `--release`.
+    #[arg(long)]
+    release: bool,
+    /// Passed to the test binary, e.g. a test name filter: `cargo xtask vm-test -- churn`.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    test_args: Vec<String>,
+}
+
+/// One row of the summary.
+#[derive(Debug, serde::Serialize)]
+struct Row {
+    kernel: String,
+    package: String,
+    version: String,
+    sha256: String,
+    uname: String,
+    btf: String,
+    result: String,
+    passed: bool,
+    duration_s: f64,
+    boot_s: Option<f64>,
+    log: String,
+    notes: Vec<String>,
+}
+
+impl Row {
+    fn host(h: host::Outcome, log: &Path) -> Row {
+        Row {
+            kernel: "host".into(),
+            package: "-".into(),
+            version: h.version,
+            sha256: String::new(),
+            uname: h.release,
+            btf: if h.btf { "yes" } else { "MISSING" }.into(),
+            result: h.result,
+            passed: h.passed,
+            duration_s: h.duration.as_secs_f64(),
+            boot_s: None,
+            log: log.display().to_string(),
+            notes: h.notes,
+        }
+    }
+
+    fn guest(k: &kernels::Kernel, out: qemu::Outcome, log: &Path) -> Row {
+        let mut notes = out.notes;
+        if let qemu::Verdict::Panic(l) | qemu::Verdict::SoftLockup(l) | qemu::Verdict::Silent(l) =
+            &out.verdict
+        {
+            notes.push(l.clone());
+        }
+        // The guest must run the kernel we meant: Debian puts the package version in `uname -v`.
+        let uname = out.uname.unwrap_or_default();
+        if !uname.is_empty() && !uname.contains(&k.version) {
+            notes.push(format!("the guest reports `{uname}`, not version {}", k.version));
+        }
+        Row {
+            kernel: k.spec.clone(),
+            package: k.package.clone(),
+            version: k.version.clone(),
+            sha256: k.sha256.clone(),
+            uname: uname.split_whitespace().next().unwrap_or("?").to_string(),
+            btf: match &out.btf {
+                Some(b) if !b.starts_with("missing") => "yes".into(),
+                Some(_) => "MISSING".into(),
+                None => "?".into(),
+            },
+            result: out.verdict.describe(),
+            passed: out.verdict.passed(),
+            duration_s: out.duration.as_secs_f64(),
+            boot_s: out.boot.map(|b| b.as_secs_f64()),
+            log: log.display().to_string(),
+            notes,
+        }
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<i32> {
+    util::require_root("cargo xtask vm-test")?;
+    let started = Instant::now();
+    let vm_dir = util::target_dir().join("vm");
+    let logs = vm_dir.join("logs");
+    std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
+
+    if args.apt_update {
+        util::run(Command::new("apt-get").args(["update", "-q"]))?;
+    }
+    let mut kernels = Vec::new();
+    for spec in &args.kernels {
+        let k = kernels::fetch(spec, &vm_dir.join("kernels"))?;
+        println!(
+            "==> kernel {spec}: {} {} (uname -r {}, BTF in config: {})",
+            k.package,
+            k.version,
+            k.release,
+            if k.btf_config { "yes" } else { "NO" }
+        );
+        kernels.push(k);
+    }
+
+    let bins = binaries::build(args.release)?;
+    let userland = initramfs::userland(&bins)?;
+    let mut rows = Vec::new();
+
+    if !args.no_host {
+        let timeout = Duration::from_secs(args.timeout);
+        let log = logs.join("host.log");
+        let h = host::run(&bins, &args.test_args, timeout, &log)?;
+        rows.push(Row::host(h, &log));
+    }
+
+    let guest_run = initramfs::Run {
+        env: vec![
+            ("GRACEFUL_BIN".into(), initramfs::GRACEFUL.into()),
+            ("GRACEFUL_PEER_BIN".into(), initramfs::PEER.into()),
+            ("GRACEFUL_CHURN_SCALE".into(), args.churn_scale.to_string()),
+            ("RUST_BACKTRACE".into(), "1".into()),
+        ],
+        args: [
+            format!("--test-threads={}", args.test_threads),
+            "--nocapture".into(),
+        ]
+        .into_iter()
+        .chain(args.test_args.iter().cloned())
+        .collect(),
+    };
+    for k in &kernels {
+        let initrd = vm_dir.join(format!("{}.cpio.gz", k.package));
+        let t = Instant::now();
+        let size = initramfs::finish(userland.clone(), k, &guest_run, &initrd)?;
+        println!(
+            "==> {}: {} MB uncompressed, {} MB gzip, written in {:.1?}",
+            initrd.display(),
+            size >> 20,
+            std::fs::metadata(&initrd)?.len() >> 20,
+            t.elapsed()
+        );
+        let log = logs.join(format!("{}_{}.log", k.package, k.version));
+        let label = format!("[{}]", k.spec);
+        let out = qemu::run(&qemu::Guest {
+            accel: &args.accel,
+            kernel: &k.vmlinuz,
+            initrd: &initrd,
+            memory: &args.memory,
+            smp: args.smp,
+            timeout: Duration::from_secs(args.timeout),
+            log: &log,
+            label: &label,
+        })?;
+        rows.push(Row::guest(k, out, &log));
+    }
+
+    let table = summary(&rows, &args, started.elapsed());
+    println!("\n{table}");
+    std::fs::write(vm_dir.join("summary.txt"), &table)?;
+    std::fs::write(
+        vm_dir.join("results.json"),
+        serde_json::to_string_pretty(&rows)? + "\n",
+    )?;
+    Ok(if rows.iter().all(|r| r.passed) { 0 } else { 1 })
+}
+
+fn summary(rows: &[Row], args: &Args, total: Duration) -> String {
+    let mut s = String::from("vm-test summary\n");
+    let header = [
+        "kernel", "package", "version", "uname -r", "BTF", "result", "duration",
+    ];
+    let cells: Vec<[String; 7]> = rows
+        .iter()
+        .map(|r| {
+            let version = if r.kernel == "host" {
+                "-".to_string()
+            } else {
+                r.version.clone()
+            };
+            let duration = match r.boot_s {
+                Some(b) => format!("{} (boot {:.0}s)", minutes(r.duration_s), b),
+                None => minutes(r.duration_s),
+            };
+            [
+                r.kernel.clone(),
+                r.package.clone(),
+                version,
+                r.uname.clone(),
+                r.btf.clone(),
+                r.result.clone(),
+                duration,
+            ]
+        })
+        .collect();
+    let widths: Vec<usize> = (0..header.len())
+        .map(|i| {
+            cells
+                .iter()
+                .map(|c| c[i].len())
+                .chain([header[i].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |cols: Vec<&str>| {
+        let mut l = cols
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect::<Vec<_>>()
+            .join("  ");
+        l.truncate(l.trim_end().len());
+        l + "\n"
+    };
+    s.push_str(&line(header.to_vec()));
+    for c in &cells {
+        s.push_str(&line(c.iter().map(String::as_str).collect()));
+    }
+    s.push_str(&format!(
+        "guests: qemu -accel {} -smp {} -m {}, --test-threads={}, GRACEFUL_CHURN_SCALE={}; total {}\n",
+        args.accel,
+        args.smp,
+        args.memory,
+        args.test_threads,
+        args.churn_scale,
+        minutes(total.as_secs_f64())
+    ));
+    for r in rows {
+        if !r.notes.is_empty() {
+            s.push_str(&format!("{} ({}):\n", r.kernel, r.log));
+            for n in &r.notes {
+                s.push_str(&format!("  {n}\n"));
+            }
+        }
+    }
+    s
+}
+
+fn minutes(secs: f64) -> String {
+    let s = secs.round() as u64;
+    if s >= 60 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{s}s")
+    }
+}
