@@ -8,11 +8,14 @@
 use crate::util::{self, cargo, display};
 
 /// Builds `graceful` (which builds the eBPF object through build.rs) and
-/// returns the path of the binary. `quiet` hides cargo's progress (errors
+/// `graceful-wait` (which the agent places in its gate directory, from
+/// beside itself), and returns the path of the agent. `quiet` hides cargo's progress (errors
 /// still show).
 pub fn build_agent(quiet: bool) -> anyhow::Result<std::path::PathBuf> {
     let mut cmd = cargo();
-    cmd.args(["build", "-p", "graceful-daemon"]);
+    // cargo test builds a package's binaries only for its own integration
+    // tests: graceful-wait's must be built here.
+    cmd.args(["build", "-p", "graceful-daemon", "-p", "graceful-wait"]);
     if quiet {
         println!(
             "==> building the agent: {} (the first build takes a minute or two)",
@@ -26,7 +29,7 @@ pub fn build_agent(quiet: bool) -> anyhow::Result<std::path::PathBuf> {
     let bin = util::target_dir().join("debug/graceful");
     anyhow::ensure!(
         bin.exists(),
-        "`cargo build -p graceful-daemon` succeeded but {} is missing",
+        "`cargo build -p graceful-daemon -p graceful-wait` succeeded but {} is missing",
         bin.display()
     );
     Ok(bin)

@@ -2,6 +2,8 @@
 //!
 //! - `churn`: loopback connections per second with graceful's programs
 //!   attached against detached, interleaved round by round.
+//! - `release-latency`: the gate's release after the last inbound close,
+//!   against a 1 s sock_diag poller.
 //! - `memory`: agent RSS and kernel map memory with many live connections
 //!   across many cgroups, at start, after a restart, and after a cold start
 //!   that must adopt every connection.
@@ -23,6 +25,7 @@ mod bpf;
 mod cgroup;
 mod churn;
 mod memory;
+mod release;
 mod stats;
 mod tcp_load;
 mod worker;
@@ -33,6 +36,8 @@ pub enum BenchCmd {
     Churn(churn::Args),
     /// Agent RSS and kernel map memory with many live connections across many cgroups (target: RSS < 50 MiB).
     Memory(memory::Args),
+    /// Gate release latency after the last inbound close, against a 1 s sock_diag poller (target: p99 <= 10 ms, 100x faster).
+    ReleaseLatency(release::Args),
     /// Internal: one process of the memory bench, run inside its cgroup.
     #[command(hide = true)]
     MemoryWorker(worker::Args),
@@ -50,6 +55,7 @@ pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
     match cmd {
         BenchCmd::Churn(args) => churn::run(args),
         BenchCmd::Memory(args) => memory::run(args),
+        BenchCmd::ReleaseLatency(args) => release::run(args),
         BenchCmd::MemoryWorker(_) => unreachable!(),
     }
 }

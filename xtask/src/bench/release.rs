@@ -1,0 +1,55 @@
+//! `cargo xtask bench release-latency`: how long after a pod's last inbound
+//! close the gate releases it, against a sock_diag poller at 1 s, in one run.
+//!
+//! The measurement lives with the integration tests
+//! (`tests/tests/kernel/bench_release.rs`, an ignored test), which own the
+//! peers, cgroups and agent it needs; this runs it in release mode and lets
+//! its figures through.
+
+use std::process::Command;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Drains measured through graceful.
+    #[arg(long, default_value_t = 1000)]
+    pub drains: usize,
+    /// Drains measured through the 1 s poller (each takes up to a second).
+    #[arg(long, default_value_t = 30)]
+    pub polls: usize,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let root = super::workspace_root();
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(&cargo)
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "graceful-daemon",
+            "-p",
+            "graceful-tests",
+        ])
+        .current_dir(&root)
+        .status()?;
+    anyhow::ensure!(status.success(), "building the agent and the tests failed");
+    let status = Command::new(&cargo)
+        .args([
+            "test",
+            "--release",
+            "-p",
+            "graceful-tests",
+            "--test",
+            "kernel",
+            "bench_release",
+            "--",
+        ])
+        .args(["--ignored", "--nocapture", "--test-threads=1"])
+        .env("GRACEFUL_BENCH_DRAINS", args.drains.to_string())
+        .env("GRACEFUL_BENCH_POLLS", args.polls.to_string())
+        .env("GRACEFUL_BIN", root.join("target/release/graceful"))
+        .current_dir(&root)
+        .status()?;
+    anyhow::ensure!(status.success(), "the release-latency bench failed");
+    Ok(())
+}
