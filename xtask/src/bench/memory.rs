@@ -97,7 +97,8 @@ fn worker_addr(i: usize) -> String {
 
 fn spawn_worker(dir: &std::path::Path, addr: &str, connections: usize) -> anyhow::Result<Child> {
     let procs = CString::new(dir.join("cgroup.procs").as_os_str().as_bytes())?;
-    let mut cmd = Command::new(std::env::current_exe()?);
+    // This very binary, even if a rebuild has replaced it on disk since.
+    let mut cmd = Command::new("/proc/self/exe");
     cmd.args(["bench", "memory-worker", "--listen", addr, "--connections"])
         .arg(connections.to_string())
         .stdin(Stdio::piped())
