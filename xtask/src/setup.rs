@@ -34,7 +34,7 @@ const APT: &[&[&str]] = &[
     &["haproxy"],                      // another one
     &["qemu-system-x86"],              // kernel matrix tests under TCG
     &["busybox-static"],               // the guests' userland
-    &["cpio"],                         // initramfs images
+    &["xz-utils"],                     // unpacks the compressed modules of Debian 6.12 kernels (vm-test)
     &["musl-tools"],                   // musl-gcc: ring (rustls) compiles C for the static builds
     &["kubernetes-client", "kubectl"], // kubectl kustomize, offline, for the manifest tests
 ];

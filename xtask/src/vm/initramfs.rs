@@ -1,7 +1,7 @@
 //! The guest's root filesystem: our static `/init`, the agent and
-//! `graceful-wait`, the tests and their peer, busybox for the shell tools, Debian's `ip`, `ss`,
-//! `nsenter` and `unshare` with their shared libraries, and the kernel
-//! modules the tests need.
+//! `graceful-wait`, the tests, their peer and fixtures, busybox for the
+//! shell tools, Debian's `ip`, `ss`, `nsenter` and `unshare` with their
+//! shared libraries, and the kernel modules the tests need.
 
 use std::{
     path::{Path, PathBuf},
@@ -52,6 +52,8 @@ pub fn userland(bins: &Binaries) -> anyhow::Result<Archive> {
         0o644,
     );
     a.bytes("/etc/group", "root:x:0:\nnogroup:x:65534:\n", 0o644);
+    a.bytes("/etc/hosts", "127.0.0.1 localhost\n::1 localhost\n", 0o644);
+    // Deliberately no CA bundle (/etc/ssl/certs): like the agent's `FROM scratch` image.
 
     a.file("/init", &bins.init)?;
     a.file(GRACEFUL, &bins.graceful)?;

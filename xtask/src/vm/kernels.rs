@@ -285,7 +285,13 @@ fn decompress(path: &Path) -> anyhow::Result<Vec<u8>> {
         .args(["-d", "-c"])
         .arg(path)
         .output()
-        .with_context(|| format!("cannot run {tool} to decompress {}", path.display()))?;
+        .with_context(|| {
+            format!(
+                "cannot run {tool} to decompress {} (apt-get install {})",
+                path.display(),
+                if tool == "xz" { "xz-utils" } else { tool }
+            )
+        })?;
     anyhow::ensure!(out.status.success(), "{tool} -d {} failed", path.display());
     Ok(out.stdout)
 }

@@ -7,11 +7,16 @@
 //! 2. Build the agent, the test binary, its peer and the guest's `/init`
 //!    static with musl.
 //! 3. Per kernel, write an initramfs (`target/vm/<package>.cpio.gz`) and
-//!    boot it. The guest's `/init` (`tests/src/bin/graceful-vm-init.rs`)
-//!    runs the tests and prints `init: success` or `init: failure`: the
-//!    only verdict. A watchdog kills a guest that panics, locks up or
-//!    outlives `--timeout`. Each console goes to the terminal and to
-//!    `target/vm/logs/`.
+//!    boot it under single-threaded TCG (see `--accel`). The guest's
+//!    `/init` (`tests/src/bin/graceful-vm-init.rs`) runs the tests one at a
+//!    time and prints `init: success` or `init: failure`: the only verdict.
+//!    A watchdog kills a guest that panics, locks up or outlives
+//!    `--timeout`. Each console goes to the terminal and to
+//!    `target/vm/logs/`, each line stamped with the seconds since qemu
+//!    started.
+//!
+//! The guest is as bare as the agent's `FROM scratch` image: busybox,
+//! Debian's `ip`/`ss`/`nsenter`/`unshare`, the test fixtures, no CA bundle.
 //! 4. Run the same test binary on the host kernel (unless `--no-host`).
 //! 5. Print a table of kernel, package version, result and duration, also
 //!    written to `target/vm/summary.txt` and `target/vm/results.json`.

@@ -122,6 +122,9 @@ pub fn run(g: &Guest) -> anyhow::Result<Outcome> {
         notes: Vec::new(),
     };
     let mut verdict = None;
+    // With one test at a time, libtest names each test as it starts: the
+    // one a watchdog kill interrupted.
+    let mut last_test = None;
     loop {
         // After the verdict the guest powers off: a little time for that.
         let limit = match verdict {
@@ -158,6 +161,9 @@ pub fn run(g: &Guest) -> anyhow::Result<Outcome> {
         } else if is_note(t) {
             out.notes.push(t.to_string());
         }
+        if t.starts_with("test ") {
+            last_test = Some(t.to_string());
+        }
         if let Some(v) = verdict_of(t) {
             out.duration = con.elapsed();
             let fatal = matches!(v, Verdict::Panic(_) | Verdict::SoftLockup(_));
@@ -181,6 +187,18 @@ pub fn run(g: &Guest) -> anyhow::Result<Outcome> {
             con.child.wait()?
         }
     };
+    // What was still in the pipes, such as the unfinished `test NAME ... `
+    // line of the test that was running.
+    while let Next::Line(l) = con.next(Instant::now() + Duration::from_secs(2)) {
+        if l.starts_with("test ") {
+            last_test = Some(l);
+        }
+    }
+    if !matches!(verdict, Some(Verdict::Success | Verdict::Failure)) {
+        if let Some(t) = last_test {
+            out.notes.push(format!("the last test started: {t}"));
+        }
+    }
     out.verdict = verdict.unwrap_or_else(|| {
         out.duration = con.elapsed();
         Verdict::Silent(format!("qemu exited ({status}) without printing a verdict"))
