@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use aya::{
     maps::{Array, MapData},
-    programs::{links::FdLink, BtfTracePoint, CgroupSkb, Iter},
+    programs::{links::FdLink, tp_btf::BtfTracePointLinkId, BtfTracePoint, CgroupSkb, Iter},
     Ebpf, EbpfLoader,
 };
 use graceful_common::{names, Meta};
@@ -167,24 +167,7 @@ pub fn attach(pins: &PinDir, opts: &AttachOptions) -> Result<Attached, LoadError
     let link_path = pins.link(names::PROG_STATE, &fp);
     let reused_link = link_path.exists();
     if !reused_link {
-        let btf = aya::Btf::from_sys_fs().map_err(LoadError::KernelBtf)?;
-        let prog: &mut BtfTracePoint = ebpf
-            .program_mut(names::PROG_STATE)
-            .ok_or_else(|| pin_err("find the state program", "missing from object"))?
-            .try_into()
-            .map_err(|e| LoadError::Program {
-                what: "open the state program".into(),
-                source: Box::new(e),
-            })?;
-        prog.load("inet_sock_set_state", &btf)
-            .map_err(|e| LoadError::Program {
-                what: "load tp_btf/inet_sock_set_state".into(),
-                source: Box::new(e),
-            })?;
-        let id = prog.attach().map_err(|e| LoadError::Program {
-            what: "attach tp_btf/inet_sock_set_state".into(),
-            source: Box::new(e),
-        })?;
+        let (prog, id) = attach_state_program(&mut ebpf)?;
         let link: FdLink = prog
             .take_link(id)
             .map_err(|e| LoadError::Program {
@@ -219,6 +202,30 @@ pub fn attach(pins: &PinDir, opts: &AttachOptions) -> Result<Attached, LoadError
         reused_link,
         replaced_links,
     })
+}
+
+/// Loads `tp_btf/inet_sock_set_state` and attaches it; the link stays
+/// owned by the program until the caller takes (and pins) it.
+fn attach_state_program(ebpf: &mut Ebpf) -> Result<(&mut BtfTracePoint, BtfTracePointLinkId), LoadError> {
+    let btf = aya::Btf::from_sys_fs().map_err(LoadError::KernelBtf)?;
+    let prog: &mut BtfTracePoint = ebpf
+        .program_mut(names::PROG_STATE)
+        .ok_or_else(|| pin_err("find the state program", "missing from object"))?
+        .try_into()
+        .map_err(|e| LoadError::Program {
+            what: "open the state program".into(),
+            source: Box::new(e),
+        })?;
+    prog.load("inet_sock_set_state", &btf)
+        .map_err(|e| LoadError::Program {
+            what: "load tp_btf/inet_sock_set_state".into(),
+            source: Box::new(e),
+        })?;
+    let id = prog.attach().map_err(|e| LoadError::Program {
+        what: "attach tp_btf/inet_sock_set_state".into(),
+        source: Box::new(e),
+    })?;
+    Ok((prog, id))
 }
 
 /// Loads the adoption iterator from an attached object.
@@ -285,24 +292,7 @@ pub fn trial() -> Result<(), LoadError> {
         .override_global(names::GLOBAL_SK_PROTOCOL_OFFSET, &sk_protocol, true)
         .load(OBJECT)
         .map_err(|e| LoadError::Load { source: Box::new(e) })?;
-    let btf = aya::Btf::from_sys_fs().map_err(LoadError::KernelBtf)?;
-    let prog: &mut BtfTracePoint = ebpf
-        .program_mut(names::PROG_STATE)
-        .ok_or_else(|| pin_err("find the state program", "missing from object"))?
-        .try_into()
-        .map_err(|e| LoadError::Program {
-            what: "open the state program".into(),
-            source: Box::new(e),
-        })?;
-    prog.load("inet_sock_set_state", &btf)
-        .map_err(|e| LoadError::Program {
-            what: "load tp_btf/inet_sock_set_state".into(),
-            source: Box::new(e),
-        })?;
-    prog.attach().map_err(|e| LoadError::Program {
-        what: "attach tp_btf/inet_sock_set_state".into(),
-        source: Box::new(e),
-    })?;
+    attach_state_program(&mut ebpf)?;
     adoption_iter(&mut ebpf)?;
     let ingress: &mut CgroupSkb = ebpf
         .program_mut(names::PROG_INGRESS)
