@@ -249,6 +249,40 @@ struct Phase {
     counts: Option<Counts>,
 }
 
+/// Starts the agent on whatever is pinned (or not), lets it settle, then
+/// prints and returns its readiness, memory and counts as phase `name`.
+fn start_and_measure(
+    agent: &mut Agent,
+    name: &'static str,
+    per: &BTreeMap<String, u64>,
+    connections: usize,
+    ncg: usize,
+) -> anyhow::Result<Phase> {
+    let started = agent.start()?;
+    let pid = agent.pid().expect("running");
+    super::sleep(Duration::from_secs(1))?;
+    let counts = Counts::read(agent, per)?;
+    let (rss, hwm) = agent::rss_kib(pid)?;
+    let tag = format!("[{name}]");
+    println!(
+        "{tag:<9} ready in {:.0} ms (adoption pass {} ms over {} offered sockets; maps reused: {}); VmRSS {:.1} MiB, VmHWM {:.1} MiB",
+        started.ready_after.as_secs_f64() * 1e3,
+        started.adopt_ms.map_or("?".into(), |m| m.to_string()),
+        started.offered.map_or("?".into(), |m| m.to_string()),
+        started.reused_maps.map_or("?".into(), |m| m.to_string()),
+        mib(rss),
+        mib(hwm)
+    );
+    println!("{tag:<9} {}", counts.line(connections, ncg));
+    Ok(Phase {
+        name,
+        rss_kib: rss,
+        hwm_kib: hwm,
+        started: Some(started),
+        counts: Some(counts),
+    })
+}
+
 fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
 }
@@ -375,57 +409,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
     // 3. restart on the pins.
     agent.stop()?;
-    let started = agent.start()?;
-    let pid = agent.pid().expect("running");
-    super::sleep(Duration::from_secs(1))?;
-    let counts = Counts::read(&agent, &per)?;
-    let (rss, hwm) = agent::rss_kib(pid)?;
-    println!(
-        "[restart] ready in {:.0} ms (adoption pass {} ms over {} offered sockets; maps reused: {}); VmRSS {:.1} MiB, VmHWM {:.1} MiB",
-        started.ready_after.as_secs_f64() * 1e3,
-        started.adopt_ms.map_or("?".into(), |m| m.to_string()),
-        started.offered.map_or("?".into(), |m| m.to_string()),
-        started.reused_maps.map_or("?".into(), |m| m.to_string()),
-        mib(rss),
-        mib(hwm)
-    );
-    println!("[restart] {}", counts.line(args.connections, ncg));
-    phases.push(Phase {
-        name: "restart",
-        rss_kib: rss,
-        hwm_kib: hwm,
-        started: Some(started),
-        counts: Some(counts),
-    });
+    phases.push(start_and_measure(
+        &mut agent,
+        "restart",
+        &per,
+        args.connections,
+        ncg,
+    )?);
 
     // 4. cold start: nothing pinned, every socket must be adopted.
     agent.stop()?;
     agent.uninstall()?;
-    let started = agent.start()?;
-    let pid = agent.pid().expect("running");
-    super::sleep(Duration::from_secs(1))?;
-    let counts = Counts::read(&agent, &per)?;
-    let (rss, hwm) = agent::rss_kib(pid)?;
-    println!(
-        "[cold]    ready in {:.0} ms (adoption pass {} ms over {} offered sockets; maps reused: {}); VmRSS {:.1} MiB, VmHWM {:.1} MiB",
-        started.ready_after.as_secs_f64() * 1e3,
-        started.adopt_ms.map_or("?".into(), |m| m.to_string()),
-        started.offered.map_or("?".into(), |m| m.to_string()),
-        started.reused_maps.map_or("?".into(), |m| m.to_string()),
-        mib(rss),
-        mib(hwm)
-    );
-    println!("[cold]    {}", counts.line(args.connections, ncg));
+    let cold = start_and_measure(&mut agent, "cold", &per, args.connections, ncg)?;
     let cold_storage = sk_storage_charged()?;
     foreign = foreign.max(bpf::state_programs_loaded()?.saturating_sub(1));
     let cold_storage_bytes: u64 = cold_storage.iter().map(|c| c.bytes).sum();
-    phases.push(Phase {
-        name: "cold",
-        rss_kib: rss,
-        hwm_kib: hwm,
-        started: Some(started),
-        counts: Some(counts),
-    });
+    phases.push(cold);
 
     // Closing: every count goes back to zero.
     let t0 = Instant::now();
