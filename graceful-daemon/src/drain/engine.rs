@@ -133,7 +133,7 @@ pub async fn run(
             _ if containers_exited => Decision::Release(Reason::ContainersExited),
             // Waiting for containers to exit: only they, or the deadline, release.
             Decision::Release(Reason::Drained | Reason::Quiet) if waits_for_exits => {
-                Decision::WaitUntil(params.start_ns.saturating_add(params.max.as_nanos() as u64))
+                Decision::WaitUntil(params.deadline_ns())
             }
             d => d,
         };

@@ -22,6 +22,13 @@ pub struct Params {
     pub quiet: Duration,
 }
 
+impl Params {
+    /// The instant the drain is released whatever the traffic says.
+    pub fn deadline_ns(&self) -> u64 {
+        self.start_ns.saturating_add(ns(self.max))
+    }
+}
+
 /// What the scope's counters say now (summed or maxed over its cgroups).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Observed {
@@ -44,7 +51,7 @@ fn ns(d: Duration) -> u64 {
 
 /// The decision at `now_ns`.
 pub fn decide(p: &Params, o: &Observed, now_ns: u64) -> Decision {
-    let deadline = p.start_ns.saturating_add(ns(p.max));
+    let deadline = p.deadline_ns();
     let earliest = p.start_ns.saturating_add(ns(p.min));
     if now_ns >= deadline {
         return Decision::Release(Reason::Deadline);
