@@ -38,6 +38,7 @@ fn scale() -> f64 {
 #[test]
 fn churn_of_100k_connections_ending_every_way() {
     require_root!();
+    let drops_before = listen_drops();
     let mut agent = Agent::new();
     agent.start();
     let (a, b, c, d) = (
@@ -117,14 +118,29 @@ fn churn_of_100k_connections_ending_every_way() {
     );
     assert!(views[1..].iter().all(|v| *v == Default::default()), "{views:?}");
 
+    // A client's connection whose final ACK met a full accept queue never
+    // becomes a server socket (the kernel drops it as a request sock, and
+    // `ss` never shows it): the server side can count that many fewer.
+    let drops = listen_drops() - drops_before;
     let total = fin + server_fin + rst + 500 + 100;
     let ka = agent.counters(a.id());
-    assert_eq!(ka.inbound_total, total);
-    assert_eq!(ka.inbound_closed_total, total);
+    assert!(
+        (total.saturating_sub(drops)..=total).contains(&ka.inbound_total),
+        "inbound_total {} for {total} connections with {drops} listen drops",
+        ka.inbound_total
+    );
+    assert_eq!(
+        ka.inbound_closed_total, ka.inbound_total,
+        "each counted connection closed once"
+    );
     assert_eq!(agent.counters(b.id()).outbound_total, fin + 500 + 500);
     assert_eq!(agent.counters(c.id()).outbound_total, server_fin + rst + 100);
     let kd = agent.counters(d.id());
-    assert_eq!((kd.inbound_total, kd.inbound_closed_total), (500, 500));
+    assert!(
+        (500u64.saturating_sub(drops)..=500).contains(&kd.inbound_total),
+        "{kd:?}"
+    );
+    assert_eq!(kd.inbound_closed_total, kd.inbound_total);
 
     drop(server);
     let views = settle(&agent, &[&a, &b, &c, &d], &[None]);
@@ -133,4 +149,14 @@ fn churn_of_100k_connections_ending_every_way() {
         "churn: {} connections opened and closed; every count back to zero",
         total + 500
     );
+}
+
+/// TcpExt ListenDrops of this network namespace: handshakes the kernel
+/// completed on the client side but dropped at a full accept queue.
+fn listen_drops() -> u64 {
+    let text = std::fs::read_to_string("/proc/net/netstat").unwrap();
+    let mut lines = text.lines().filter(|l| l.starts_with("TcpExt:"));
+    let (keys, values) = (lines.next().unwrap(), lines.next().unwrap());
+    let i = keys.split_whitespace().position(|k| k == "ListenDrops").unwrap();
+    values.split_whitespace().nth(i).unwrap().parse().unwrap()
 }
