@@ -88,6 +88,9 @@ impl Agent {
             .args(&args)
             .env("GRACEFUL_PIN_DIR", &self.pin_dir)
             .env("RUST_LOG", "info")
+            // As in the agent's FROM scratch image: no system trust store.
+            .env("SSL_CERT_FILE", "/nonexistent/graceful-test-ca.pem")
+            .env("SSL_CERT_DIR", "/nonexistent/graceful-test-certs")
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()

@@ -127,5 +127,19 @@ impl Source {
             }
             Source::InCluster => kube::Config::incluster().map_err(|e| e.to_string()),
         }
+        .map(without_system_roots)
     }
+}
+
+/// A plain-HTTP API (kubectl proxy, a test API) needs no TLS roots, yet
+/// kube's client still builds a TLS stack, and with no CA configured it looks
+/// for the system trust store, which the agent's `FROM scratch` image does
+/// not have. An empty root store keeps it from looking. HTTPS is untouched:
+/// in-cluster config always carries the service account's CA.
+pub fn without_system_roots(mut config: kube::Config) -> kube::Config {
+    let plain = config.cluster_url.scheme_str() == Some("http");
+    if plain && config.root_cert.is_none() && config.root_cert_file.is_none() {
+        config.root_cert = Some(Vec::new());
+    }
+    config
 }

@@ -377,7 +377,16 @@ impl PodWatch {
 
     async fn client(&self) -> Result<Client, String> {
         let config = self.opts.source.load().await?;
-        Client::try_from(config).map_err(|e| format!("cannot build the API client: {}", chain(&e)))
+        let https_without_ca = config.root_cert.is_none() && config.root_cert_file.is_none();
+        Client::try_from(config).map_err(|e| {
+            let hint = if https_without_ca {
+                " (no CA for the API server: set certificate-authority in the kubeconfig, or give \
+                 the agent a CA bundle via SSL_CERT_FILE)"
+            } else {
+                ""
+            };
+            format!("cannot build the API client: {}{hint}", chain(&e))
+        })
     }
 
     /// Runs until the task is aborted.
