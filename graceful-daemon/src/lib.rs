@@ -6,8 +6,11 @@
 //! - [`cgroupfs`]: the cgroup v2 hierarchy, ids and paths;
 //! - [`resolver`]: which pod and container a cgroup belongs to;
 //! - [`kube`]: names, deletions and Events from the Kubernetes API;
+//! - [`gate`]: the drain gate that `graceful-wait` calls;
+//! - [`api`]: the local API, `/metrics` included;
 //! - [`cli`]: the `graceful` command line, the agent included.
 pub mod adopt;
+pub mod api;
 pub mod bpf;
 pub mod cgroupfs;
 pub mod cli;
@@ -17,4 +20,5 @@ pub mod gate;
 pub mod kernel;
 pub mod kube;
 pub mod logging;
+pub mod reply;
 pub mod resolver;

@@ -40,6 +40,15 @@ pub fn post(mut stream: UnixStream, path: &str, json: &str, read_timeout: Durati
     read_head(BufReader::new(stream))
 }
 
+/// Sends `GET path` and reads the response head. `read_timeout` bounds
+/// each read (None: wait as long as a stream takes).
+pub fn get(mut stream: UnixStream, path: &str, read_timeout: Option<Duration>) -> io::Result<Response> {
+    stream.set_read_timeout(read_timeout)?;
+    let req = format!("GET {path} HTTP/1.1\r\nHost: graceful\r\nConnection: close\r\n\r\n");
+    stream.write_all(req.as_bytes())?;
+    read_head(BufReader::new(stream))
+}
+
 /// Reads a response's status line and headers from `reader`.
 pub fn read_head<R: BufRead>(mut reader: R) -> io::Result<Response<R>> {
     let mut line = String::new();

@@ -34,11 +34,19 @@ pub struct Agent {
     child: Option<Child>,
 }
 
-/// Runs `graceful ARGS` with this pin dir and returns its output.
+/// The local API socket of the agent of `pin_dir`: beside its log.
+pub fn api_sock_for(pin_dir: &Path) -> PathBuf {
+    let name = pin_dir.file_name().unwrap().to_string_lossy();
+    std::env::temp_dir().join(format!("{name}.api.sock"))
+}
+
+/// Runs `graceful ARGS` with this pin dir (and its agent's API socket) and
+/// returns its output.
 pub fn graceful(pin_dir: &Path, args: &[&str]) -> Output {
     Command::new(graceful_bin())
         .args(args)
         .env("GRACEFUL_PIN_DIR", pin_dir)
+        .env("GRACEFUL_API_SOCKET", api_sock_for(pin_dir))
         .output()
         .expect("run graceful")
 }
@@ -71,6 +79,29 @@ impl Agent {
             .join("gate.sock")
     }
 
+    /// The local API's unix socket.
+    pub fn api_sock(&self) -> PathBuf {
+        api_sock_for(&self.pin_dir)
+    }
+
+    /// The local API's TCP address, from the running agent's log.
+    pub fn api_addr(&self) -> std::net::SocketAddr {
+        let log = self.log_text();
+        let line = log
+            .lines()
+            .rev()
+            .find(|l| l.contains("local API listening") && l.contains("addr="))
+            .unwrap_or_else(|| panic!("no API address in the agent's log: {log}"));
+        let addr = line
+            .split("addr=")
+            .nth(1)
+            .unwrap()
+            .split_whitespace()
+            .next()
+            .unwrap();
+        addr.parse().unwrap_or_else(|e| panic!("{addr}: {e}"))
+    }
+
     /// Starts the daemon and waits until it has adopted and is ready.
     pub fn start(&mut self) {
         assert!(self.child.is_none(), "agent already running");
@@ -83,10 +114,14 @@ impl Agent {
         if let Some(g) = &self.gate_dir {
             args.extend(["--gate-dir".to_string(), g.display().to_string()]);
         }
+        // The local API on a port of its own; the CLI finds the socket
+        // through GRACEFUL_API_SOCKET (see [`graceful`]).
+        args.extend(["--api-addr".to_string(), "127.0.0.1:0".to_string()]);
         args.extend(self.daemon_args.iter().cloned());
         let child = Command::new(graceful_bin())
             .args(&args)
             .env("GRACEFUL_PIN_DIR", &self.pin_dir)
+            .env("GRACEFUL_API_SOCKET", self.api_sock())
             .env("RUST_LOG", "info")
             // As in the agent's FROM scratch image: no system trust store.
             .env("SSL_CERT_FILE", "/nonexistent/graceful-test-ca.pem")
@@ -202,6 +237,7 @@ impl Drop for Agent {
         if let Some(g) = &self.gate_dir {
             let _ = std::fs::remove_dir_all(g);
         }
+        let _ = std::fs::remove_file(self.api_sock());
         if !std::thread::panicking() {
             let _ = std::fs::remove_file(&self.log);
         } else {

@@ -570,12 +570,32 @@ fn the_agent_daemonset_has_what_it_needs_and_no_more() {
             "{what}: cpu and memory"
         );
     }
-    for (what, probe) in [("readiness", &c.readiness_probe), ("liveness", &c.liveness_probe)] {
-        let cmd = probe.as_ref().and_then(|p| p.exec.as_ref()?.command.clone());
-        let cmd = cmd.unwrap_or_else(|| panic!("no {what} exec probe"));
+    // The probes ask the agent's local API, on the port it is told to serve.
+    let args = c.args.clone().unwrap_or_default();
+    let api_addr = args
+        .iter()
+        .position(|a| a == "--api-addr")
+        .and_then(|i| args.get(i + 1))
+        .expect("the DaemonSet sets --api-addr");
+    let port = c
+        .ports
+        .iter()
+        .flatten()
+        .find(|p| p.name.as_deref() == Some("metrics"))
+        .expect("a port named metrics");
+    assert_eq!(api_addr, &format!("0.0.0.0:{}", port.container_port));
+    for (what, probe, path) in [
+        ("readiness", &c.readiness_probe, "/readyz"),
+        ("liveness", &c.liveness_probe, "/healthz"),
+    ] {
+        let get = probe
+            .as_ref()
+            .and_then(|p| p.http_get.clone())
+            .unwrap_or_else(|| panic!("no {what} httpGet probe"));
+        assert_eq!(get.path.as_deref(), Some(path), "{what}");
         assert_eq!(
-            cmd[0], "/graceful",
-            "the {what} probe runs the agent's own binary (the image has no shell)"
+            get.port,
+            k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String("metrics".into())
         );
     }
 
@@ -941,8 +961,11 @@ fn image_binaries() -> Vec<(String, String, String)> {
     let c = agent_container();
     assert!(c.command.is_none(), "the DaemonSet keeps the image's entrypoint");
     for p in [&c.readiness_probe, &c.liveness_probe].into_iter().flatten() {
-        let cmd = p.exec.as_ref().and_then(|e| e.command.as_ref()).unwrap();
-        assert_eq!(cmd[0], agent, "probes run a binary the image has");
+        // An exec probe must run a binary the image has (it has no shell);
+        // HTTP probes ask the agent itself.
+        if let Some(cmd) = p.exec.as_ref().and_then(|e| e.command.as_ref()) {
+            assert_eq!(cmd[0], agent, "probes run a binary the image has");
+        }
     }
     bins
 }

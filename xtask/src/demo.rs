@@ -67,6 +67,10 @@ fn demo_dir() -> PathBuf {
     util::target_dir().join("demo")
 }
 
+fn api_socket() -> PathBuf {
+    demo_dir().join("api.sock")
+}
+
 fn state_file() -> PathBuf {
     demo_dir().join("kept.json")
 }
@@ -142,6 +146,7 @@ impl Demo {
     fn graceful(&self) -> Command {
         let mut cmd = Command::new(&self.bin);
         cmd.arg("--pin-dir").arg(&self.pins);
+        cmd.arg("--api-socket").arg(api_socket());
         cmd
     }
 
@@ -218,7 +223,9 @@ impl Demo {
         let log =
             fs::File::create(&log_path).with_context(|| format!("cannot create {}", log_path.display()))?;
         let mut cmd = self.graceful();
-        cmd.arg("daemon")
+        // Its local API on a socket of its own only: a node's real agent
+        // may hold the default address.
+        cmd.args(["daemon", "--api-addr", "off"])
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
@@ -520,6 +527,10 @@ impl Demo {
                 format!("export GRACEFUL_PIN_DIR={PIN_DIR}"),
                 "the demo agent's pins",
             ),
+            (
+                format!("export GRACEFUL_API_SOCKET={}", api_socket().display()),
+                "and its local API",
+            ),
             (format!("POD={pod}"), ""),
             (format!("CTR=$POD{ctr}"), ""),
             (
@@ -547,6 +558,12 @@ impl Demo {
             (
                 format!("kill {client_pid}"),
                 "close the clients: INBOUND falls to 0",
+            ),
+            (format!("{bin} pods"), "per pod, from the agent's API"),
+            (
+                "curl -s --unix-socket $GRACEFUL_API_SOCKET http://graceful/metrics | grep ^graceful_pod"
+                    .to_string(),
+                "what Prometheus scrapes",
             ),
             (format!("{bin} doctor"), "what the agent needs from a node"),
             (format!("tail -f {log}"), "the agent's log"),

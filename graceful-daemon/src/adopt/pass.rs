@@ -30,7 +30,7 @@ use super::{
 use crate::bpf::loader::{self, LoadError};
 
 /// What one adoption did.
-#[derive(Clone, Debug, Default, serde::Serialize)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Report {
     pub namespaces: usize,
     pub namespaces_failed: usize,

@@ -5,7 +5,8 @@ use std::{path::PathBuf, sync::Arc, time::Duration};
 use tracing::{info, warn};
 
 use crate::{
-    adopt::pass::adopt_all,
+    adopt::pass::{adopt_all, Report as AdoptReport},
+    api::{self, metrics::Recorder, node::Node, routes::Api},
     bpf::{
         counters,
         loader::{self, AttachOptions},
@@ -18,6 +19,7 @@ use crate::{
         server::{self, Gate},
     },
     kernel,
+    kube::TerminationReport,
     resolver::watch::{WatchConfig, Watcher},
 };
 
@@ -40,11 +42,20 @@ pub struct Args {
     /// beside this executable).
     #[arg(long)]
     pub wait_bin: Option<PathBuf>,
+    /// TCP address of the local API (/v1/pods, /metrics, ...): loopback by
+    /// default; the DaemonSet serves it on the pod's own address for
+    /// Prometheus and the probes. `off` serves none.
+    #[arg(long, env = "GRACEFUL_API_ADDR", default_value = crate::api::DEFAULT_ADDR)]
+    pub api_addr: String,
+    /// Pods with their own series in the per-pod metrics; the rest are
+    /// summed into one `pod="_other"` series, so a node's cardinality stays bounded.
+    #[arg(long, default_value_t = 256)]
+    pub metrics_max_pods: usize,
     #[command(flatten)]
     pub kube: crate::kube::KubeArgs,
 }
 
-pub fn run(pins: &PinDir, args: Args) -> anyhow::Result<i32> {
+pub fn run(pins: &PinDir, api_socket: &std::path::Path, args: Args) -> anyhow::Result<i32> {
     super::require_root("graceful daemon")?;
     let release = kernel::check_floor().map_err(anyhow::Error::msg)?;
     let hier = Hierarchy::discover()?;
@@ -60,10 +71,10 @@ pub fn run(pins: &PinDir, args: Args) -> anyhow::Result<i32> {
         reused_link = attached.reused_link,
         "programs attached"
     );
-    let report = adopt_all(&mut attached.ebpf)?;
+    let adoption = adopt_all(&mut attached.ebpf)?;
     info!(
-        offered = report.offered,
-        namespaces = report.namespaces,
+        offered = adoption.offered,
+        namespaces = adoption.namespaces,
         "adoption done"
     );
 
@@ -71,7 +82,14 @@ pub fn run(pins: &PinDir, args: Args) -> anyhow::Result<i32> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    rt.block_on(serve(pins.clone(), hier, attached.ebpf, args))?;
+    rt.block_on(serve(
+        pins.clone(),
+        hier,
+        attached.ebpf,
+        adoption,
+        api_socket,
+        args,
+    ))?;
     // The programs stay attached through their pinned links and keep
     // counting; the next agent picks the maps up where this one left them.
     info!("stopped; programs stay attached and keep counting until `graceful uninstall`");
@@ -111,7 +129,14 @@ fn open_gate_dir(
     Ok(listener)
 }
 
-async fn serve(pins: PinDir, hier: Hierarchy, ebpf: aya::Ebpf, args: Args) -> anyhow::Result<()> {
+async fn serve(
+    pins: PinDir,
+    hier: Hierarchy,
+    ebpf: aya::Ebpf,
+    adoption: AdoptReport,
+    api_socket: &std::path::Path,
+    args: Args,
+) -> anyhow::Result<()> {
     use tokio::signal::unix::{signal, SignalKind};
     let kernel = Kernel::open(&pins)?;
     let watcher = Watcher::spawn(&hier, WatchConfig::default())?;
@@ -122,8 +147,9 @@ async fn serve(pins: PinDir, hier: Hierarchy, ebpf: aya::Ebpf, args: Args) -> an
             None
         }
     };
+    let recorder = Arc::new(Recorder::default());
     // Names, deletions and Events from the API; never blocks or fails the start.
-    let _kube = crate::kube::Kube::start(
+    let kube = crate::kube::Kube::start(
         &args.kube,
         watcher.resolver().shared(),
         Some((
@@ -133,18 +159,35 @@ async fn serve(pins: PinDir, hier: Hierarchy, ebpf: aya::Ebpf, args: Args) -> an
         )),
     )
     .await;
-    let gate = Arc::new(Gate {
+    if let Some(t) = kube.as_ref().and_then(|k| k.terminations.as_ref()) {
+        tokio::spawn(count_terminations(t.subscribe(), recorder.clone()));
+    }
+    let gate = Arc::new(Gate::new(
         kernel,
-        index: watcher.resolver().shared(),
-        hier: hier.clone(),
+        watcher.resolver().shared(),
+        hier.clone(),
         ingress,
-        history: Default::default(),
-    });
+        recorder.clone(),
+    ));
     if let Some(dir) = &args.gate_dir {
         let listener = open_gate_dir(dir, args.wait_bin.clone())?;
         info!(gate = %dir.join("gate.sock").display(), "drain gate listening");
         tokio::spawn(server::serve(listener, gate.clone()));
     }
+    let node = Arc::new(Node {
+        pins: pins.clone(),
+        index: watcher.resolver().shared(),
+        gate,
+        kube,
+        adoption,
+        metrics_max_pods: args.metrics_max_pods,
+    });
+    let api = Arc::new(Api {
+        registry: recorder.registry(Arc::downgrade(&node)),
+        node,
+        resolver: watcher.resolver().clone(),
+    });
+    start_api(&args.api_addr, api_socket, api).await?;
     info!("ready");
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
@@ -164,5 +207,45 @@ async fn serve(pins: PinDir, hier: Hierarchy, ebpf: aya::Ebpf, args: Args) -> an
             }
         }
     }
+    // The API's socket goes with it; the gate's stays for pods that
+    // mount its directory (the next agent binds it again).
+    let _ = std::fs::remove_file(api_socket);
     Ok(())
+}
+
+/// Binds the local API's listeners; a busy address or socket path is one
+/// line naming the flag to change.
+async fn start_api(addr: &str, socket: &std::path::Path, api: Arc<Api>) -> anyhow::Result<()> {
+    if addr != "off" {
+        let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+            anyhow::anyhow!("cannot serve the local API on {addr}: {e} (set --api-addr, or `off`)")
+        })?;
+        info!(addr = %listener.local_addr()?, "local API listening");
+        tokio::spawn(api::server::serve(listener, api.clone()));
+    }
+    let listener = api::server::bind_unix(socket)?;
+    info!(socket = %socket.display(), "local API listening");
+    tokio::spawn(api::server::serve(listener, api));
+    Ok(())
+}
+
+/// Counts each terminating pod's report in the metrics.
+async fn count_terminations(
+    mut rx: tokio::sync::broadcast::Receiver<TerminationReport>,
+    recorder: Arc<Recorder>,
+) {
+    use tokio::sync::broadcast::error::RecvError;
+    loop {
+        match rx.recv().await {
+            Ok(r) => recorder.termination(r.outcome.as_str()),
+            Err(RecvError::Lagged(n)) => {
+                warn!(
+                    missed = n,
+                    "termination reports came faster than they were counted"
+                );
+                recorder.error("metrics_lagged");
+            }
+            Err(RecvError::Closed) => return,
+        }
+    }
 }

@@ -8,9 +8,12 @@ use clap::{Parser, Subcommand};
 use crate::{bpf::paths::PinDir, logging::LogFormat};
 
 pub mod cgroups;
+pub mod client;
 pub mod daemon;
 pub mod doctor;
+pub mod drains;
 pub mod pods;
+pub mod table;
 pub mod uninstall;
 
 /// graceful: times each pod's SIGTERM from its real TCP traffic.
@@ -20,6 +23,10 @@ pub struct Cli {
     /// Pin directory on the bpffs holding graceful's maps and links.
     #[arg(long, global = true, env = "GRACEFUL_PIN_DIR", default_value = crate::bpf::paths::DEFAULT_PIN_DIR)]
     pub pin_dir: PathBuf,
+    /// The running daemon's local API socket (`graceful daemon --api-socket`),
+    /// which `pods`, `pod` and `drains` ask.
+    #[arg(long, global = true, env = "GRACEFUL_API_SOCKET", default_value = crate::api::DEFAULT_SOCKET)]
+    pub api_socket: PathBuf,
     /// Log format (logs go to stderr; RUST_LOG filters them).
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -39,6 +46,8 @@ pub enum Command {
     Pods(pods::PodsArgs),
     /// One pod, container by container.
     Pod(pods::PodArgs),
+    /// Drains in progress and released, and terminating pods (asks the daemon).
+    Drains(drains::Args),
     /// Detach graceful's programs and remove every pin it made.
     Uninstall(uninstall::Args),
 }
@@ -62,11 +71,12 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
     crate::logging::init(cli.log_format);
     let pins = cli.pins();
     match cli.command {
-        Command::Daemon(args) => daemon::run(&pins, args),
+        Command::Daemon(args) => daemon::run(&pins, &cli.api_socket, args),
         Command::Cgroups(args) => cgroups::run(&pins, args),
         Command::Doctor(args) => doctor::run(&pins, args),
         Command::Uninstall(args) => uninstall::run(&pins, args),
-        Command::Pods(args) => pods::run_pods(&pins, args),
-        Command::Pod(args) => pods::run_pod(&pins, args),
+        Command::Pods(args) => pods::run_pods(&pins, &cli.api_socket, args),
+        Command::Pod(args) => pods::run_pod(&pins, &cli.api_socket, args),
+        Command::Drains(args) => drains::run(&cli.api_socket, args),
     }
 }

@@ -1,22 +1,26 @@
 //! `graceful pods` and `graceful pod`: live connections per pod and per
 //! container.
 //!
-//! The daemon does not serve an API yet, so these always take the fallback
-//! the CLI contract describes for a daemon that is not running: counts from
-//! the pinned maps, pods from one walk of the cgroup tree. Pods are shown
-//! by uid then, since names come from the Kubernetes API; a one-line note on
-//! stderr says so. `--watch` reprints every second for now; it will follow
-//! the daemon's event stream once there is one.
+//! They ask the running daemon's local API, which knows the pods' names
+//! (from the Kubernetes API) and their state (Terminating, Draining);
+//! `--watch` follows its event stream. Without a daemon they fall back to
+//! the pinned maps and one walk of the cgroup tree: pods by uid then, and a
+//! one-line note on stderr says so.
 
-use std::{io::IsTerminal, time::Duration};
+use std::{io::IsTerminal, path::Path, time::Duration};
 
+use serde::Deserialize;
+
+use super::{
+    client::{self, ClientError},
+    table::{dash, n, table},
+};
 use crate::{
     bpf::{counters, paths::PinDir},
     cgroupfs::Hierarchy,
     resolver::{
-        counts::{views, Live, PodView},
+        counts::{find, sort_pods, views, Live, PodView},
         index::PodIndex,
-        path::canonical_uid,
     },
 };
 
@@ -42,7 +46,9 @@ pub struct PodsArgs {
     /// whole node; the flag is accepted as kubectl users type it.
     #[arg(short = 'A', long)]
     pub all_namespaces: bool,
-    /// Print again every second (JSON: one array per line) until interrupted.
+    /// Print again whenever the pods change (JSON: one array per line), until
+    /// interrupted. Follows the daemon's event stream; without a daemon,
+    /// reprints every second.
     #[arg(short, long)]
     pub watch: bool,
 }
@@ -56,130 +62,102 @@ pub struct PodArgs {
     pub output: Output,
 }
 
-const NOTE: &str = "graceful: pod names are unavailable (they need the daemon's Kubernetes API watch): showing pod uids, with counts from the pinned maps and the cgroup tree";
+fn note(why: &ClientError) -> String {
+    format!("graceful: {why}: showing pod uids, with counts from the pinned maps and the cgroup tree (names and states need the daemon)")
+}
 
-/// Every pod on the node with its counts, in namespace, name, uid order.
+/// Every pod on the node with its counts, from the pins and the tree.
 fn snapshot(pins: &PinDir, hier: &Hierarchy) -> anyhow::Result<Vec<PodView>> {
     let counters = counters::read_all(pins)?;
     let index = PodIndex::build(hier);
     let mut pods = views(&index, &counters);
-    // Unnamed pods last, by uid.
-    pods.sort_by(|a, b| {
-        (a.namespace.is_none(), &a.namespace, &a.name, &a.uid).cmp(&(
-            b.namespace.is_none(),
-            &b.namespace,
-            &b.name,
-            &b.uid,
-        ))
-    });
+    sort_pods(&mut pods);
     Ok(pods)
 }
 
-pub fn run_pods(pins: &PinDir, args: PodsArgs) -> anyhow::Result<i32> {
-    super::require_root("graceful pods")?;
-    let hier = Hierarchy::discover()?;
-    let mut noted = false;
-    loop {
-        let mut pods = snapshot(pins, &hier)?;
-        if !std::mem::replace(&mut noted, true) {
-            eprintln!("{NOTE}");
+/// The pods from the daemon, or from the pins when no daemon runs.
+fn pods_now(pins: &PinDir, api: &Path, noted: &mut bool) -> anyhow::Result<Vec<PodView>> {
+    match client::get::<Vec<PodView>>(api, "/v1/pods") {
+        Ok(p) => Ok(p),
+        Err(e @ ClientError::Down(_)) => {
+            if !std::mem::replace(noted, true) {
+                eprintln!("{}", note(&e));
+            }
+            snapshot(pins, &Hierarchy::discover()?)
         }
-        if let Some(ns) = &args.namespace {
-            pods.retain(|p| p.namespace.as_deref() == Some(ns.as_str()));
-        }
-        let text = match args.output {
-            Output::Json if args.watch => serde_json::to_string(&pods)?,
-            Output::Json => serde_json::to_string_pretty(&pods)?,
-            Output::Table | Output::Wide => pods_table(&pods, args.output == Output::Wide),
-        };
-        if !args.watch {
-            println!("{text}");
-            return Ok(0);
-        }
-        if args.output == Output::Json {
-            println!("{text}");
-        } else if std::io::stdout().is_terminal() {
-            // Home and clear: a refreshing screen, as `watch` gives.
-            println!("\x1b[H\x1b[2J{text}");
-        } else {
-            println!("{text}\n");
-        }
-        std::thread::sleep(Duration::from_secs(1));
+        Err(e) => Err(e.into()),
     }
 }
 
-pub fn run_pod(pins: &PinDir, args: PodArgs) -> anyhow::Result<i32> {
+fn render(pods: &mut Vec<PodView>, args: &PodsArgs, one_line: bool) -> anyhow::Result<String> {
+    if let Some(ns) = &args.namespace {
+        pods.retain(|p| p.namespace.as_deref() == Some(ns.as_str()));
+    }
+    Ok(match args.output {
+        Output::Json if one_line => serde_json::to_string(&pods)?,
+        Output::Json => serde_json::to_string_pretty(&pods)?,
+        Output::Table | Output::Wide => pods_table(pods, args.output == Output::Wide),
+    })
+}
+
+fn show(text: &str, args: &PodsArgs) {
+    if args.output == Output::Json {
+        println!("{text}");
+    } else if std::io::stdout().is_terminal() {
+        // Home and clear: a refreshing screen, as `watch` gives.
+        println!("\x1b[H\x1b[2J{text}");
+    } else {
+        println!("{text}\n");
+    }
+}
+
+pub fn run_pods(pins: &PinDir, api: &Path, args: PodsArgs) -> anyhow::Result<i32> {
+    super::require_root("graceful pods")?;
+    let mut noted = false;
+    if !args.watch {
+        let mut pods = pods_now(pins, api, &mut noted)?;
+        println!("{}", render(&mut pods, &args, false)?);
+        return Ok(0);
+    }
+    match client::stream(api, "/v1/events") {
+        Ok(mut events) => {
+            // Each `pods` line is a new snapshot; other lines are events.
+            #[derive(Deserialize)]
+            struct Line {
+                #[serde(rename = "type")]
+                kind: String,
+                #[serde(default)]
+                pods: Vec<PodView>,
+            }
+            while let Some(line) = events.next_line()? {
+                let Ok(mut l) = serde_json::from_str::<Line>(&line) else {
+                    continue;
+                };
+                if l.kind == "pods" {
+                    show(&render(&mut l.pods, &args, true)?, &args);
+                }
+            }
+            anyhow::bail!("the graceful daemon ended the event stream (it stopped or restarted): run again")
+        }
+        Err(ClientError::Down(_)) => loop {
+            let mut pods = pods_now(pins, api, &mut noted)?;
+            show(&render(&mut pods, &args, true)?, &args);
+            std::thread::sleep(Duration::from_secs(1));
+        },
+        Err(e) => Err(e.into()),
+    }
+}
+
+pub fn run_pod(pins: &PinDir, api: &Path, args: PodArgs) -> anyhow::Result<i32> {
     super::require_root("graceful pod")?;
-    let hier = Hierarchy::discover()?;
-    let pods = snapshot(pins, &hier)?;
-    eprintln!("{NOTE}");
-    let pod = find(&pods, &args.pod)?;
+    let mut noted = false;
+    let pods = pods_now(pins, api, &mut noted)?;
+    let pod = find(&pods, &args.pod).map_err(anyhow::Error::msg)?;
     match args.output {
         Output::Json => println!("{}", serde_json::to_string_pretty(pod)?),
         Output::Table | Output::Wide => print!("{}", pod_detail(pod)),
     }
     Ok(0)
-}
-
-/// The pod `want` names: a uid, a unique uid prefix, or namespace/name.
-fn find<'a>(pods: &'a [PodView], want: &str) -> anyhow::Result<&'a PodView> {
-    if let Some((ns, name)) = want.split_once('/') {
-        return pods
-            .iter()
-            .find(|p| p.namespace.as_deref() == Some(ns) && p.name.as_deref() == Some(name))
-            .ok_or_else(|| {
-                anyhow::anyhow!(
-                    "no pod {want} on this node (names need the Kubernetes API: give the pod's uid instead)"
-                )
-            });
-    }
-    let want = canonical_uid(want).unwrap_or_else(|| want.to_ascii_lowercase().replace('_', "-"));
-    let matches: Vec<_> = pods.iter().filter(|p| p.uid.starts_with(&want)).collect();
-    match matches[..] {
-        [one] => Ok(one),
-        [] => anyhow::bail!(
-            "no pod with uid {want} on this node ({} pods: see `graceful pods`)",
-            pods.len()
-        ),
-        _ if want.is_empty() => anyhow::bail!("give a pod uid or namespace/name"),
-        _ => anyhow::bail!(
-            "{} pods have a uid starting with {want}: give more of it",
-            matches.len()
-        ),
-    }
-}
-
-/// Counts as signed: a sum read from several map entries at slightly
-/// different times can be transiently low, and -1 reads better than 2^64-1.
-fn n(v: u64) -> String {
-    (v as i64).to_string()
-}
-
-fn dash(s: &Option<String>) -> String {
-    s.clone().unwrap_or_else(|| "-".into())
-}
-
-/// Left-aligned columns, three spaces apart, as kubectl prints them.
-fn table(rows: &[Vec<String>]) -> String {
-    let cols = rows.first().map_or(0, Vec::len);
-    let width: Vec<usize> = (0..cols)
-        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
-        .collect();
-    let mut out = String::new();
-    for r in rows {
-        let mut line = String::new();
-        for (c, cell) in r.iter().enumerate() {
-            if c + 1 < cols {
-                line.push_str(&format!("{cell:<w$}   ", w = width[c]));
-            } else {
-                line.push_str(cell);
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out.pop();
-    out
 }
 
 fn pods_table(pods: &[PodView], wide: bool) -> String {
@@ -383,9 +361,9 @@ mod tests {
             find(&pods, "A3AE0DBD_38d5_48fe_808c_a4d5dada806d").unwrap().uid,
             pods[0].uid
         );
-        assert!(find(&pods, "a3a").unwrap_err().to_string().contains("2 pods"));
+        assert!(find(&pods, "a3a").unwrap_err().contains("2 pods"));
         assert!(find(&pods, "ffff").is_err());
         assert!(find(&pods, "").is_err());
-        assert!(find(&pods, "shop/web-0").unwrap_err().to_string().contains("uid"));
+        assert!(find(&pods, "shop/web-0").unwrap_err().contains("uid"));
     }
 }

@@ -11,7 +11,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::drain::engine::Report;
+use crate::drain::{engine::Report, policy::Policy};
 
 pub use graceful_api::{DrainRequest, Scope, MAX_BODY};
 
@@ -44,8 +44,30 @@ pub struct SelfView {
     pub listeners: u64,
 }
 
-/// Every error body: one line a person can act on.
+pub use crate::reply::ErrorBody;
+
+/// A drain in progress, as the local API's `/v1/drains` shows it.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct ErrorBody {
-    pub error: String,
+pub struct ActiveDrain {
+    /// Unique within this agent's run.
+    pub id: u64,
+    pub pod: String,
+    pub container: Option<String>,
+    pub scope: Scope,
+    pub policy: Policy,
+    pub max_ms: u64,
+    /// CLOCK_MONOTONIC ns when the hook started (its own clock, converted).
+    pub start_ns: u64,
+    pub cgroups: Vec<u64>,
+}
+
+/// What the gate tells the rest of the agent, as it happens.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum GateEvent {
+    DrainStarted(ActiveDrain),
+    DrainReleased(Box<DrainReport>),
+    /// The hook went away before its release (the container was killed, or
+    /// the hook's own timeout): nothing more to report.
+    DrainAbandoned(ActiveDrain),
 }

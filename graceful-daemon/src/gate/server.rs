@@ -3,28 +3,31 @@
 //! line of JSON; nothing a client sends can stop others' drains.
 
 use std::{
-    collections::VecDeque,
+    collections::{BTreeMap, VecDeque},
     convert::Infallible,
     path::PathBuf,
-    sync::{Arc, Mutex, RwLock},
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc, Mutex, MutexGuard, RwLock,
+    },
     time::Duration,
 };
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
-use http_body_util::{combinators::BoxBody, BodyExt, Full, Limited, StreamBody};
-use hyper::{body::Frame, server::conn::http1, service::service_fn};
+use http_body_util::{BodyExt, Limited};
+use hyper::{server::conn::http1, service::service_fn};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::net::UnixListener;
-use tokio_stream::{wrappers::ReceiverStream, StreamExt as _};
+use tokio::{net::UnixListener, sync::broadcast};
 use tracing::{debug, info, warn};
 
 use super::{
-    api::{DrainReport, DrainRequest, ErrorBody, Line, Scope, SelfView, MAX_BODY},
+    api::{ActiveDrain, DrainReport, DrainRequest, ErrorBody, GateEvent, Line, Scope, SelfView, MAX_BODY},
     identity::{identify, Caller},
     ingress::Ingress,
 };
 use crate::{
+    api::metrics::Recorder,
     bpf::loader::monotonic_ns,
     cgroupfs::Hierarchy,
     drain::{
@@ -33,6 +36,7 @@ use crate::{
         exits::all_exited,
         policy::{Params, Policy},
     },
+    reply::{error, json, line_bytes, ndjson, Body},
     resolver::index::{Pod, PodIndex},
 };
 
@@ -41,29 +45,107 @@ pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// Reports kept for `graceful drains`.
 const HISTORY: usize = 1000;
 
-type Body = BoxBody<Bytes, Infallible>;
-
 /// Everything the gate needs, shared by all connections.
 pub struct Gate {
     pub kernel: Kernel,
     pub index: Arc<RwLock<PodIndex>>,
     pub hier: Hierarchy,
     pub ingress: Option<Arc<Ingress>>,
-    pub history: Mutex<VecDeque<DrainReport>>,
+    pub metrics: Arc<Recorder>,
+    history: Mutex<VecDeque<DrainReport>>,
+    active: Mutex<BTreeMap<u64, ActiveDrain>>,
+    next_id: AtomicU64,
+    events: broadcast::Sender<GateEvent>,
 }
 
-fn json<T: serde::Serialize>(status: StatusCode, body: &T) -> Response<Body> {
-    let mut text = serde_json::to_vec(body).unwrap_or_default();
-    text.push(b'\n');
-    Response::builder()
-        .status(status)
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(text)).boxed())
-        .expect("static response parts")
+impl Gate {
+    pub fn new(
+        kernel: Kernel,
+        index: Arc<RwLock<PodIndex>>,
+        hier: Hierarchy,
+        ingress: Option<Arc<Ingress>>,
+        metrics: Arc<Recorder>,
+    ) -> Gate {
+        Gate {
+            kernel,
+            index,
+            hier,
+            ingress,
+            metrics,
+            history: Default::default(),
+            active: Default::default(),
+            next_id: AtomicU64::new(1),
+            events: broadcast::channel(256).0,
+        }
+    }
+
+    /// Drains in progress, oldest first.
+    pub fn active(&self) -> Vec<ActiveDrain> {
+        lock(&self.active).values().cloned().collect()
+    }
+
+    /// Whether a drain of pod `uid` is in progress.
+    pub fn draining(&self, uid: &str) -> bool {
+        lock(&self.active).values().any(|d| d.pod == uid)
+    }
+
+    /// The last released drains, oldest first.
+    pub fn history(&self) -> Vec<DrainReport> {
+        lock(&self.history).iter().cloned().collect()
+    }
+
+    /// Drain starts, releases and abandons from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<GateEvent> {
+        self.events.subscribe()
+    }
+
+    fn started(&self, mut d: ActiveDrain) -> ActiveGuard<'_> {
+        d.id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        lock(&self.active).insert(d.id, d.clone());
+        let _ = self.events.send(GateEvent::DrainStarted(d.clone()));
+        ActiveGuard {
+            gate: self,
+            drain: Some(d),
+        }
+    }
 }
 
-fn error(status: StatusCode, msg: impl Into<String>) -> Response<Body> {
-    json(status, &ErrorBody { error: msg.into() })
+/// A drain in the active table; dropped without [`released`](Self::released)
+/// (the client went away, or the engine failed) it counts as abandoned.
+struct ActiveGuard<'a> {
+    gate: &'a Gate,
+    drain: Option<ActiveDrain>,
+}
+
+impl ActiveGuard<'_> {
+    fn released(mut self, report: DrainReport) {
+        if let Some(d) = self.drain.take() {
+            lock(&self.gate.active).remove(&d.id);
+        }
+        self.gate.metrics.drain_released(&report.report);
+        {
+            let mut h = lock(&self.gate.history);
+            if h.len() == HISTORY {
+                h.pop_front();
+            }
+            h.push_back(report.clone());
+        }
+        let _ = self.gate.events.send(GateEvent::DrainReleased(Box::new(report)));
+    }
+}
+
+impl Drop for ActiveGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(d) = self.drain.take() {
+            lock(&self.gate.active).remove(&d.id);
+            self.gate.metrics.drain_abandoned();
+            let _ = self.gate.events.send(GateEvent::DrainAbandoned(d));
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Serves the gate on `listener` until the task is dropped.
@@ -235,11 +317,22 @@ async fn drain(gate: Arc<Gate>, caller: Caller, req: Request<hyper::body::Incomi
 
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(64);
     tokio::spawn(async move {
+        let active = gate.started(ActiveDrain {
+            id: 0,
+            pod: caller.pod.clone(),
+            container: caller.container.clone(),
+            scope: r.scope,
+            policy: r.policy,
+            max_ms: r.max_ms,
+            start_ns: params.start_ns,
+            cgroups: cgroups.clone(),
+        });
         // The quiet policy needs inbound payload: watch it only now.
         let _ingress = match (&gate.ingress, r.policy, &scope_dir) {
             (Some(ing), Policy::Quiet, Some(dir)) => match ing.attach(dir) {
                 Ok(a) => Some(a),
                 Err(e) => {
+                    gate.metrics.error("ingress_attach");
                     warn!(error = format!("{e:#}"), dir = %dir.display(), "cannot watch inbound payload: quiet sees new connections only");
                     None
                 }
@@ -286,24 +379,16 @@ async fn drain(gate: Arc<Gate>, caller: Caller, req: Request<hyper::body::Incomi
                     "drain released"
                 );
                 let _ = tx.send(line_bytes(&Line::Report(Box::new(full.clone())))).await;
-                let mut h = gate.history.lock().unwrap_or_else(|p| p.into_inner());
-                if h.len() == HISTORY {
-                    h.pop_front();
-                }
-                h.push_back(full);
+                active.released(full);
             }
             Err(e) => {
+                gate.metrics.error("drain");
                 warn!(error = %e, "drain failed");
                 let _ = tx.send(line_bytes(&ErrorBody { error: e.to_string() })).await;
             }
         }
     });
-    let stream = ReceiverStream::new(rx).map(|b| Ok::<_, Infallible>(Frame::data(b)));
-    Response::builder()
-        .status(StatusCode::OK)
-        .header("content-type", "application/x-ndjson")
-        .body(BodyExt::boxed(StreamBody::new(stream)))
-        .expect("static response parts")
+    ndjson(rx)
 }
 
 /// The cgroup directories of the containers named in `--after-containers`:
@@ -331,10 +416,4 @@ fn after_dirs(gate: &Gate, caller: &Caller, wanted: &[String]) -> Result<Vec<Pat
         }
     }
     Ok(dirs)
-}
-
-fn line_bytes<T: serde::Serialize>(v: &T) -> Bytes {
-    let mut b = serde_json::to_vec(v).unwrap_or_default();
-    b.push(b'\n');
-    Bytes::from(b)
 }

@@ -7,15 +7,15 @@
 use std::collections::BTreeMap;
 
 use graceful_common::CgroupCounters;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{
     index::{Container, Pod, PodIndex},
-    path::{Driver, QosClass, Runtime},
+    path::{canonical_uid, Driver, QosClass, Runtime},
 };
 
 /// Live figures of one cgroup or a sum of them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Live {
     pub inbound_live: u64,
     pub outbound_live: u64,
@@ -49,7 +49,7 @@ impl Live {
 /// What `graceful pods` shows in STATE. Only `Running` comes from the
 /// cgroup tree; `Terminating` needs the API's deletionTimestamp and
 /// `Draining` the drain engine, which set it on the view.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PodState {
     Running,
     Terminating,
@@ -68,7 +68,7 @@ impl PodState {
 
 /// One pod in `graceful pods -o json` (and the API). The names of the
 /// fields are a contract; `namespace` and `name` are null while unknown.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PodView {
     pub uid: String,
     pub namespace: Option<String>,
@@ -84,7 +84,7 @@ pub struct PodView {
     pub path: Option<String>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ContainerView {
     pub id: String,
     pub name: Option<String>,
@@ -137,6 +137,47 @@ impl ContainerView {
 /// Every pod of the index with its counts, in uid order.
 pub fn views(index: &PodIndex, counters: &BTreeMap<u64, CgroupCounters>) -> Vec<PodView> {
     index.pods().map(|p| PodView::new(p, counters)).collect()
+}
+
+/// Named pods first, by namespace and name; then unnamed ones, by uid.
+pub fn sort_pods(pods: &mut [PodView]) {
+    pods.sort_by(|a, b| {
+        (a.namespace.is_none(), &a.namespace, &a.name, &a.uid).cmp(&(
+            b.namespace.is_none(),
+            &b.namespace,
+            &b.name,
+            &b.uid,
+        ))
+    });
+}
+
+/// The pod `want` names: a uid, a unique uid prefix (cgroup spelling with
+/// `_` is fine), or namespace/name. Errors are one line.
+pub fn find<'a>(pods: &'a [PodView], want: &str) -> Result<&'a PodView, String> {
+    if let Some((ns, name)) = want.split_once('/') {
+        return pods
+            .iter()
+            .find(|p| p.namespace.as_deref() == Some(ns) && p.name.as_deref() == Some(name))
+            .ok_or_else(|| {
+                format!(
+                    "no pod {want} on this node (names need the Kubernetes API: give the pod's uid instead)"
+                )
+            });
+    }
+    let want = canonical_uid(want).unwrap_or_else(|| want.to_ascii_lowercase().replace('_', "-"));
+    let matches: Vec<_> = pods.iter().filter(|p| p.uid.starts_with(&want)).collect();
+    match matches[..] {
+        [one] => Ok(one),
+        [] => Err(format!(
+            "no pod with uid {want} on this node ({} pods: see `graceful pods`)",
+            pods.len()
+        )),
+        _ if want.is_empty() => Err("give a pod uid or namespace/name".into()),
+        _ => Err(format!(
+            "{} pods have a uid starting with {want}: give more of it",
+            matches.len()
+        )),
+    }
 }
 
 #[cfg(test)]

@@ -86,7 +86,7 @@ use std::ffi::OsStr;
 use std::fmt;
 use std::os::unix::ffi::OsStrExt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Longest container id accepted. Runtimes use 64 hex characters; containerd
 /// allows ids up to 76 characters; 128 leaves room without accepting
@@ -94,7 +94,7 @@ use serde::Serialize;
 pub const MAX_CONTAINER_ID_LEN: usize = 128;
 
 /// Kubernetes QoS class, read from the kubepods sub-hierarchy the pod sits in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum QosClass {
     Guaranteed,
@@ -103,7 +103,7 @@ pub enum QosClass {
 }
 
 /// Container runtime, read from the prefix of the container cgroup name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Runtime {
     #[serde(rename = "containerd")]
     Containerd,
@@ -117,7 +117,7 @@ pub enum Runtime {
 }
 
 /// Which kubelet cgroup driver produced the layout.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Driver {
     Systemd,

@@ -2,6 +2,7 @@
 //! network namespaces and TCP connections, checked against `ss`.
 //! They need root; `cargo xtask test` runs them.
 
+mod api;
 mod bad_env;
 mod bench_release;
 mod churn;

@@ -1,0 +1,92 @@
+//! `GET /v1/events`: one NDJSON line per thing that happened, for
+//! `graceful pods --watch` and for tools.
+//!
+//! - `{"type":"pods","pods":[...]}`: every pod with its counts, first on
+//!   connect, then whenever something in it changed (checked on every
+//!   cgroup change and every [`TICK`]: counts move with every connection,
+//!   and a display needs no more than this);
+//! - `{"type":"drain_started",...}`, `drain_released`, `drain_abandoned`:
+//!   the gate's drains, as they happen;
+//! - `{"type":"termination",...}`: a terminating pod's report.
+
+use std::{sync::Arc, time::Duration};
+
+use bytes::Bytes;
+use serde::Serialize;
+use tokio::sync::{broadcast, mpsc};
+
+use super::node::Node;
+use crate::{
+    kube::TerminationReport,
+    reply::{line_bytes, ndjson, Body},
+    resolver::{counts::PodView, index::Change},
+};
+
+pub const TICK: Duration = Duration::from_millis(250);
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Line<'a> {
+    Pods { pods: &'a [PodView] },
+    Termination(&'a TerminationReport),
+}
+
+/// The next item of an optional subscription; never, without one.
+async fn next<T: Clone>(rx: &mut Option<broadcast::Receiver<T>>) -> Result<T, broadcast::error::RecvError> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+pub fn stream(node: Arc<Node>, changes: broadcast::Receiver<Change>) -> http::Response<Body> {
+    let (tx, rx) = mpsc::channel::<Bytes>(64);
+    tokio::spawn(run(node, changes, tx));
+    ndjson(rx)
+}
+
+async fn run(node: Arc<Node>, mut changes: broadcast::Receiver<Change>, tx: mpsc::Sender<Bytes>) {
+    use broadcast::error::RecvError::{Closed, Lagged};
+    let mut gate = Some(node.gate.subscribe());
+    let mut terms = node
+        .kube
+        .as_ref()
+        .and_then(|k| k.terminations.as_ref())
+        .map(|t| t.subscribe());
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last = Bytes::new();
+    loop {
+        let line = tokio::select! {
+            _ = tx.closed() => return,
+            _ = tick.tick() => None,
+            c = changes.recv() => match c {
+                Err(Closed) => return,
+                _ => None,
+            },
+            e = next(&mut gate) => match e {
+                Ok(e) => Some(line_bytes(&e)),
+                Err(Lagged(_)) => { node.gate.metrics.error("feed_lagged"); None }
+                Err(Closed) => { gate = None; None }
+            },
+            t = next(&mut terms) => match t {
+                Ok(t) => Some(line_bytes(&Line::Termination(&t))),
+                Err(Lagged(_)) => { node.gate.metrics.error("feed_lagged"); None }
+                Err(Closed) => { terms = None; None }
+            },
+        };
+        if let Some(line) = line {
+            if tx.send(line).await.is_err() {
+                return;
+            }
+        }
+        let pods = node.pods();
+        let snapshot = line_bytes(&Line::Pods { pods: &pods });
+        if snapshot != last {
+            last = snapshot.clone();
+            if tx.send(snapshot).await.is_err() {
+                return;
+            }
+        }
+    }
+}

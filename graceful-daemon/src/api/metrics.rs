@@ -1,0 +1,311 @@
+//! `/metrics`, in the OpenMetrics text format Prometheus scrapes.
+//!
+//! Two kinds of figures:
+//! - [`Recorder`]: what happens (drains by outcome, their durations by
+//!   reason, termination reports, the agent's own errors), counted by the
+//!   tasks it happens in;
+//! - [`Live`]: what is (connections per pod, kernel counters, map sizes,
+//!   adoption), read at scrape time from the pinned maps and the index, so
+//!   a scrape never sees a stale copy.
+//!
+//! Per-pod series are labelled `namespace` and `pod` (the uid until the
+//! API has named the pod). Their number is bounded: past `max_pods` the
+//! remaining pods are summed into one `pod="_other"` series.
+
+use std::sync::{Arc, Weak};
+
+use prometheus_client::{
+    collector::Collector,
+    encoding::{DescriptorEncoder, EncodeMetric},
+    metrics::{
+        counter::{ConstCounter, Counter},
+        family::Family,
+        gauge::ConstGauge,
+        histogram::Histogram,
+        MetricType,
+    },
+    registry::Registry,
+};
+
+use super::node::Node;
+use crate::{
+    drain::{engine::Report, policy::Reason},
+    kube::Outcome,
+};
+
+type Label = [(&'static str, String); 1];
+
+fn label(key: &'static str, value: &str) -> Label {
+    [(key, value.to_string())]
+}
+
+/// Seconds a drain can take, from an idle pod (ms) to a long deadline.
+const DRAIN_BUCKETS: [f64; 14] = [
+    0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0,
+];
+
+fn drain_histogram() -> Histogram {
+    Histogram::new(DRAIN_BUCKETS)
+}
+
+/// Counts what the agent's tasks do. Cheap to clone into each of them.
+#[derive(Debug)]
+pub struct Recorder {
+    drains: Family<Label, Counter>,
+    drain_seconds: Family<Label, Histogram, fn() -> Histogram>,
+    terminations: Family<Label, Counter>,
+    errors: Family<Label, Counter>,
+}
+
+/// The reasons the agent releases a drain for.
+const REASONS: [Reason; 4] = [
+    Reason::Drained,
+    Reason::Quiet,
+    Reason::Deadline,
+    Reason::ContainersExited,
+];
+
+impl Default for Recorder {
+    /// Every known outcome starts at zero, so dashboards and `rate()` see
+    /// the series before the first drain.
+    fn default() -> Self {
+        let r = Recorder {
+            drains: Family::default(),
+            drain_seconds: Family::new_with_constructor(drain_histogram),
+            terminations: Family::default(),
+            errors: Family::default(),
+        };
+        for reason in REASONS {
+            let _ = r.drains.get_or_create(&label("outcome", reason.as_str()));
+            let _ = r.drain_seconds.get_or_create(&label("reason", reason.as_str()));
+        }
+        let _ = r.drains.get_or_create(&label("outcome", "abandoned"));
+        for o in [Outcome::Drained, Outcome::Exited, Outcome::Deleted] {
+            let _ = r.terminations.get_or_create(&label("outcome", o.as_str()));
+        }
+        r
+    }
+}
+
+impl Recorder {
+    /// A drain through the gate released: counted by its reason, timed.
+    pub fn drain_released(&self, r: &Report) {
+        let reason = label("reason", r.reason.as_str());
+        self.drains
+            .get_or_create(&label("outcome", r.reason.as_str()))
+            .inc();
+        self.drain_seconds
+            .get_or_create(&reason)
+            .observe(r.waited_ms as f64 / 1000.0);
+    }
+
+    /// A drain whose hook went away before its release.
+    pub fn drain_abandoned(&self) {
+        self.drains.get_or_create(&label("outcome", "abandoned")).inc();
+    }
+
+    /// A terminating pod's report (gated or not), by outcome.
+    pub fn termination(&self, outcome: &str) {
+        self.terminations.get_or_create(&label("outcome", outcome)).inc();
+    }
+
+    /// An error the agent recovered from, by kind (`drain`, `api_scrape`,
+    /// `ingress_attach`, `feed_lagged`, ...).
+    pub fn error(&self, kind: &'static str) {
+        self.errors.get_or_create(&label("kind", kind)).inc();
+    }
+
+    /// The registry to encode: these families, and `live` read at scrape time.
+    pub fn registry(self: &Arc<Self>, node: Weak<Node>) -> Registry {
+        let mut r = Registry::with_prefix("graceful");
+        r.register(
+            "drains",
+            "Drains through the gate, by outcome: the release reason, or abandoned",
+            self.drains.clone(),
+        );
+        r.register(
+            "drain_duration_seconds",
+            "How long drains through the gate held the container's SIGTERM, by release reason",
+            self.drain_seconds.clone(),
+        );
+        r.register(
+            "terminations",
+            "Terminating pods reported, by outcome (drained, exited, deleted)",
+            self.terminations.clone(),
+        );
+        r.register(
+            "errors",
+            "Errors the agent recovered from, by kind",
+            self.errors.clone(),
+        );
+        r.register_collector(Box::new(Live { node }));
+        r
+    }
+}
+
+/// Figures read at scrape time.
+#[derive(Debug)]
+struct Live {
+    node: Weak<Node>,
+}
+
+fn gauge(e: &mut DescriptorEncoder, name: &str, help: &str, v: i64) -> std::fmt::Result {
+    let g = ConstGauge::new(v);
+    g.encode(e.encode_descriptor(name, help, None, g.metric_type())?)
+}
+
+fn counter(e: &mut DescriptorEncoder, name: &str, help: &str, v: u64) -> std::fmt::Result {
+    let c = ConstCounter::new(v);
+    c.encode(e.encode_descriptor(name, help, None, c.metric_type())?)
+}
+
+fn labelled<L: prometheus_client::encoding::EncodeLabelSet>(
+    e: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    kind: MetricType,
+    rows: &[(L, u64)],
+) -> std::fmt::Result {
+    let mut d = e.encode_descriptor(name, help, None, kind)?;
+    for (l, v) in rows {
+        match kind {
+            MetricType::Counter => ConstCounter::new(*v).encode(d.encode_family(l)?)?,
+            _ => ConstGauge::new(*v as i64).encode(d.encode_family(l)?)?,
+        }
+    }
+    Ok(())
+}
+
+impl Collector for Live {
+    fn encode(&self, mut e: DescriptorEncoder) -> std::fmt::Result {
+        let Some(node) = self.node.upgrade() else {
+            return Ok(());
+        };
+        let snap = node.metrics_snapshot();
+        type PodLabel = [(&'static str, String); 2];
+        let pod_rows = |f: fn(&super::node::PodFigures) -> u64| -> Vec<(PodLabel, u64)> {
+            snap.pods
+                .iter()
+                .map(|p| ([("namespace", p.namespace.clone()), ("pod", p.pod.clone())], f(p)))
+                .collect()
+        };
+        labelled(
+            &mut e,
+            "pod_inbound_connections",
+            "Live inbound TCP connections per pod (accepted by the pod, ESTABLISHED or CLOSE_WAIT)",
+            MetricType::Gauge,
+            &pod_rows(|p| p.inbound),
+        )?;
+        labelled(
+            &mut e,
+            "pod_outbound_connections",
+            "Live outbound TCP connections per pod (connected by the pod)",
+            MetricType::Gauge,
+            &pod_rows(|p| p.outbound),
+        )?;
+        gauge(
+            &mut e,
+            "pods",
+            "Pods with cgroups on this node",
+            snap.pod_count as i64,
+        )?;
+        gauge(
+            &mut e,
+            "pods_unlabelled",
+            "Pods summed into the pod=\"_other\" series (over --metrics-max-pods)",
+            snap.unlabelled as i64,
+        )?;
+        gauge(
+            &mut e,
+            "drains_active",
+            "Drains in progress",
+            snap.drains_active as i64,
+        )?;
+        gauge(
+            &mut e,
+            "terminating_watched",
+            "Terminating pods whose inbound connections are being watched to zero",
+            snap.terminating as i64,
+        )?;
+        counter(
+            &mut e,
+            "kernel_events",
+            "TCP state changes the kernel programs handled",
+            snap.kernel.events,
+        )?;
+        counter(
+            &mut e,
+            "kernel_untracked",
+            "State changes of sockets never seen start (older than the programs and not adopted)",
+            snap.kernel.untracked,
+        )?;
+        counter(
+            &mut e,
+            "adopted_sockets",
+            "Sockets adopted from before the programs were attached",
+            snap.kernel.adopted,
+        )?;
+        labelled(
+            &mut e,
+            "kernel_errors",
+            "Errors in the kernel programs, by kind",
+            MetricType::Counter,
+            &[
+                (label("kind", "storage_failed"), snap.kernel.storage_failed),
+                (label("kind", "counters_full"), snap.kernel.counters_full),
+                (label("kind", "underflow"), snap.kernel.underflow),
+                (label("kind", "events_lost"), snap.kernel.events_lost),
+            ],
+        )?;
+        labelled(
+            &mut e,
+            "map_entries",
+            "Entries in the pinned maps",
+            MetricType::Gauge,
+            &[
+                (label("map", "counters"), snap.counters_entries),
+                (label("map", "watch"), snap.watch_entries),
+            ],
+        )?;
+        labelled(
+            &mut e,
+            "map_capacity",
+            "Capacity of the pinned maps",
+            MetricType::Gauge,
+            &[
+                (label("map", "counters"), snap.counters_capacity),
+                (label("map", "watch"), snap.watch_capacity),
+            ],
+        )?;
+        gauge(
+            &mut e,
+            "adoption_namespaces",
+            "Network namespaces adopted from at start-up",
+            snap.adoption.namespaces as i64,
+        )?;
+        gauge(
+            &mut e,
+            "adoption_namespaces_failed",
+            "Network namespaces that could not be read at start-up",
+            snap.adoption.namespaces_failed as i64,
+        )?;
+        gauge(
+            &mut e,
+            "adoption_sockets_offered",
+            "Sockets offered to the adoption iterator at start-up",
+            snap.adoption.offered as i64,
+        )?;
+        gauge(
+            &mut e,
+            "adoption_milliseconds",
+            "How long start-up adoption took",
+            snap.adoption.elapsed_ms as i64,
+        )?;
+        gauge(
+            &mut e,
+            "kube_api_connected",
+            "1 while the pod watch is connected to the Kubernetes API (0 when lost or standalone)",
+            snap.api_connected as i64,
+        )
+    }
+}

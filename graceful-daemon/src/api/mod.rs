@@ -1,0 +1,29 @@
+//! The daemon's local API: read-only, for operators, the CLI and
+//! Prometheus. HTTP/1.1 on a TCP address (loopback by default) and on a
+//! unix socket (what the `graceful` CLI asks).
+//!
+//! | path | what |
+//! |---|---|
+//! | `GET /v1/pods` | every pod with its counts and state ([`PodView`](crate::resolver::counts::PodView)) |
+//! | `GET /v1/pods/{uid, uid prefix, or namespace/name}` | one pod |
+//! | `GET /v1/drains` | drains in progress and released, terminating pods ([`Drains`](node::Drains)) |
+//! | `GET /v1/events` | NDJSON stream: pod snapshots as they change, drain and termination events |
+//! | `GET /healthz` | 200 while the agent serves |
+//! | `GET /readyz` | 200 once the programs are attached and the resolver has synced |
+//! | `GET /metrics` | Prometheus (OpenMetrics text) |
+//!
+//! - [`node`]: what the agent knows, gathered for the API;
+//! - [`routes`]: the handlers;
+//! - [`feed`]: the event stream;
+//! - [`metrics`]: counters, histograms and scrape-time gauges;
+//! - [`server`]: the listeners.
+pub mod feed;
+pub mod metrics;
+pub mod node;
+pub mod routes;
+pub mod server;
+
+/// Where the CLI finds the running daemon.
+pub const DEFAULT_SOCKET: &str = "/run/graceful/api.sock";
+/// The default TCP address: loopback, so nothing is exposed unless asked.
+pub const DEFAULT_ADDR: &str = "127.0.0.1:9464";

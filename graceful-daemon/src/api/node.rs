@@ -1,0 +1,230 @@
+//! Everything the running agent knows about its node, in one place the
+//! local API reads from: counts (the pinned maps), pods (the resolver's
+//! index, named by the API watch), drains (the gate) and terminations.
+
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, RwLock},
+};
+
+use graceful_common::{stat, CgroupCounters, MAX_CGROUPS, MAX_WATCH};
+use serde::Serialize;
+
+use crate::{
+    adopt::pass::Report as AdoptReport,
+    bpf::{counters, paths::PinDir},
+    gate::{
+        api::{ActiveDrain, DrainReport},
+        server::Gate,
+    },
+    kube::{terminating::Watched, ApiState, Kube, TerminationReport},
+    resolver::{
+        counts::{sort_pods, views, PodState, PodView},
+        index::PodIndex,
+    },
+};
+
+pub struct Node {
+    pub pins: PinDir,
+    pub index: Arc<RwLock<PodIndex>>,
+    pub gate: Arc<Gate>,
+    pub kube: Option<Kube>,
+    pub adoption: AdoptReport,
+    /// Per-pod metric series at most; the rest are summed into `_other`.
+    pub metrics_max_pods: usize,
+}
+
+/// `/v1/drains`: the gate's drains in progress and released, and the
+/// terminating pods watched and reported (gated or not).
+#[derive(Clone, Debug, Serialize)]
+pub struct Drains {
+    pub active: Vec<ActiveDrain>,
+    pub released: Vec<DrainReport>,
+    pub terminating: Vec<Watched>,
+    pub terminated: Vec<TerminationReport>,
+}
+
+/// `/readyz` and `/v1/status`.
+#[derive(Clone, Debug, Serialize)]
+pub struct Status {
+    pub ready: bool,
+    pub programs: &'static str,
+    pub pods: usize,
+    /// `connected`, `connecting`, `lost`, or `standalone` (no API configured).
+    pub kube_api: &'static str,
+    pub version: &'static str,
+}
+
+pub struct PodFigures {
+    pub namespace: String,
+    pub pod: String,
+    pub inbound: u64,
+    pub outbound: u64,
+}
+
+#[derive(Default)]
+pub struct KernelFigures {
+    pub events: u64,
+    pub untracked: u64,
+    pub adopted: u64,
+    pub storage_failed: u64,
+    pub counters_full: u64,
+    pub underflow: u64,
+    pub events_lost: u64,
+}
+
+pub struct MetricsSnapshot {
+    pub pods: Vec<PodFigures>,
+    pub pod_count: usize,
+    pub unlabelled: usize,
+    pub drains_active: usize,
+    pub terminating: usize,
+    pub kernel: KernelFigures,
+    pub counters_entries: u64,
+    pub counters_capacity: u64,
+    pub watch_entries: u64,
+    pub watch_capacity: u64,
+    pub adoption: AdoptReport,
+    pub api_connected: bool,
+}
+
+impl Node {
+    fn counters(&self) -> BTreeMap<u64, CgroupCounters> {
+        counters::read_all(&self.pins).unwrap_or_else(|e| {
+            self.gate.metrics.error("read_counters");
+            tracing::warn!(error = %e, "cannot read the counters map");
+            BTreeMap::new()
+        })
+    }
+
+    /// Every pod with its counts and state, in namespace, name, uid order.
+    pub fn pods(&self) -> Vec<PodView> {
+        let counters = self.counters();
+        self.pods_from(&counters)
+    }
+
+    fn pods_from(&self, counters: &BTreeMap<u64, CgroupCounters>) -> Vec<PodView> {
+        let mut pods = {
+            let index = self.index.read().unwrap_or_else(|p| p.into_inner());
+            views(&index, counters)
+        };
+        for p in &mut pods {
+            p.state = self.state_of(&p.uid);
+        }
+        sort_pods(&mut pods);
+        pods
+    }
+
+    fn state_of(&self, uid: &str) -> PodState {
+        if self.gate.draining(uid) {
+            return PodState::Draining;
+        }
+        let deleted = self
+            .kube
+            .as_ref()
+            .and_then(|k| k.store.get(uid))
+            .is_some_and(|p| p.deletion_timestamp.is_some());
+        if deleted {
+            PodState::Terminating
+        } else {
+            PodState::Running
+        }
+    }
+
+    pub fn drains(&self) -> Drains {
+        let terminations = self.kube.as_ref().and_then(|k| k.terminations.as_ref());
+        Drains {
+            active: self.gate.active(),
+            released: self.gate.history(),
+            terminating: terminations.map(|t| t.all_watching()).unwrap_or_default(),
+            terminated: terminations.map(|t| t.recent()).unwrap_or_default(),
+        }
+    }
+
+    pub fn kube_api(&self) -> &'static str {
+        match self.kube.as_ref().map(|k| k.store.state()) {
+            None => "standalone",
+            Some(ApiState::Connecting) => "connecting",
+            Some(ApiState::Connected) => "connected",
+            Some(ApiState::Lost) => "lost",
+        }
+    }
+
+    /// Ready once the programs are attached (they are before the API
+    /// starts) and the resolver has scanned the tree (the watcher does so
+    /// before it returns) and the pinned maps read. The Kubernetes API is
+    /// not a condition: counts and drains work without it.
+    pub fn status(&self) -> Status {
+        let readable = counters::read_stats(&self.pins).is_ok();
+        Status {
+            ready: readable,
+            programs: if readable { "attached" } else { "unreadable" },
+            pods: self.index.read().unwrap_or_else(|p| p.into_inner()).pod_count(),
+            kube_api: self.kube_api(),
+            version: env!("CARGO_PKG_VERSION"),
+        }
+    }
+
+    pub fn metrics_snapshot(&self) -> MetricsSnapshot {
+        let counters = self.counters();
+        let pods = self.pods_from(&counters);
+        let pod_count = pods.len();
+        let mut figures: Vec<PodFigures> = pods
+            .iter()
+            .take(self.metrics_max_pods)
+            .map(|p| PodFigures {
+                namespace: p.namespace.clone().unwrap_or_default(),
+                pod: p.name.clone().unwrap_or_else(|| p.uid.clone()),
+                inbound: p.live.inbound_live,
+                outbound: p.live.outbound_live,
+            })
+            .collect();
+        let rest = &pods[pods.len().min(self.metrics_max_pods)..];
+        if !rest.is_empty() {
+            figures.push(PodFigures {
+                namespace: String::new(),
+                pod: "_other".into(),
+                inbound: rest.iter().map(|p| p.live.inbound_live).sum(),
+                outbound: rest.iter().map(|p| p.live.outbound_live).sum(),
+            });
+        }
+        let kernel = match counters::read_stats(&self.pins) {
+            Ok(s) => KernelFigures {
+                events: s[stat::EVENTS as usize],
+                untracked: s[stat::UNTRACKED as usize],
+                adopted: s[stat::ADOPTED as usize],
+                storage_failed: s[stat::STORAGE_FAILED as usize],
+                counters_full: s[stat::COUNTERS_FULL as usize],
+                underflow: s[stat::UNDERFLOW as usize],
+                events_lost: s[stat::EVENTS_LOST as usize],
+            },
+            Err(e) => {
+                self.gate.metrics.error("read_stats");
+                tracing::warn!(error = %e, "cannot read the stats map");
+                KernelFigures::default()
+            }
+        };
+        let watch_entries = self
+            .gate
+            .kernel
+            .watch
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len() as u64;
+        let terminations = self.kube.as_ref().and_then(|k| k.terminations.as_ref());
+        MetricsSnapshot {
+            unlabelled: rest.len(),
+            pods: figures,
+            pod_count,
+            drains_active: self.gate.active().len(),
+            terminating: terminations.map(|t| t.all_watching().len()).unwrap_or(0),
+            kernel,
+            counters_entries: counters.len() as u64,
+            counters_capacity: MAX_CGROUPS as u64,
+            watch_entries,
+            watch_capacity: MAX_WATCH as u64,
+            adoption: self.adoption.clone(),
+            api_connected: self.kube_api() == "connected",
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! `graceful drains`: what the gate is holding, what it released and why,
+//! and the terminating pods the agent watches. Drains live in the running
+//! daemon's memory, so this asks its local API.
+
+use serde_json::Value;
+
+use super::{
+    client::{self, ClientError},
+    table::table,
+};
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    #[default]
+    Table,
+    /// `{"active": [...], "released": [...], "terminating": [...], "terminated": [...]}`.
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[arg(short, long, value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+}
+
+pub fn run(api: &std::path::Path, args: Args) -> anyhow::Result<i32> {
+    super::require_root("graceful drains")?;
+    let d: Value = match client::get(api, "/v1/drains") {
+        Ok(d) => d,
+        Err(e @ ClientError::Down(_)) => {
+            anyhow::bail!("{e}: drains are kept by the running daemon (start it, or pass --api-socket)")
+        }
+        Err(e) => return Err(e.into()),
+    };
+    match args.output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(&d)?),
+        Output::Table => print!("{}", render(&d)),
+    }
+    Ok(0)
+}
+
+fn s(v: &Value, k: &str) -> String {
+    match &v[k] {
+        Value::Null => "-".into(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn short(id: String) -> String {
+    id.chars().take(12).collect()
+}
+
+fn ms(v: &Value, k: &str) -> String {
+    v[k].as_u64()
+        .map_or("-".into(), |ms| format!("{:.1}s", ms as f64 / 1000.0))
+}
+
+fn list<'a>(d: &'a Value, k: &str) -> &'a [Value] {
+    d[k].as_array().map_or(&[], Vec::as_slice)
+}
+
+fn section(out: &mut String, title: &str, head: &[&str], rows: Vec<Vec<String>>) {
+    out.push_str(&format!("{title} ({})\n", rows.len()));
+    if !rows.is_empty() {
+        let mut all = vec![head.iter().map(|h| h.to_string()).collect::<Vec<_>>()];
+        all.extend(rows);
+        out.push_str(&table(&all));
+        out.push('\n');
+    }
+    out.push('\n');
+}
+
+/// Four short tables: held now, released (newest first), terminating,
+/// terminated (newest first).
+pub fn render(d: &Value) -> String {
+    let mut out = String::new();
+    let rows = list(d, "active")
+        .iter()
+        .map(|a| {
+            vec![
+                s(a, "pod"),
+                short(s(a, "container")),
+                s(a, "policy"),
+                s(a, "scope"),
+                ms(a, "max_ms"),
+            ]
+        })
+        .collect();
+    section(
+        &mut out,
+        "HOLDING",
+        &["POD", "CONTAINER", "POLICY", "SCOPE", "MAX"],
+        rows,
+    );
+    let rows = list(d, "released")
+        .iter()
+        .rev()
+        .map(|r| {
+            vec![
+                s(r, "pod"),
+                short(s(r, "container")),
+                s(r, "reason"),
+                ms(r, "waited_ms"),
+                s(r, "inbound_at_start"),
+                s(r, "peak_inbound"),
+                s(r, "new_connections"),
+            ]
+        })
+        .collect();
+    section(
+        &mut out,
+        "RELEASED",
+        &[
+            "POD",
+            "CONTAINER",
+            "REASON",
+            "WAITED",
+            "INBOUND@START",
+            "PEAK",
+            "NEW",
+        ],
+        rows,
+    );
+    let rows = list(d, "terminating")
+        .iter()
+        .map(|t| vec![s(t, "uid"), s(t, "inbound_at_deletion"), s(t, "inbound_now")])
+        .collect();
+    section(
+        &mut out,
+        "TERMINATING",
+        &["UID", "INBOUND@DELETION", "INBOUND"],
+        rows,
+    );
+    let rows = list(d, "terminated")
+        .iter()
+        .rev()
+        .map(|t| {
+            vec![
+                s(t, "namespace"),
+                s(t, "name"),
+                s(t, "outcome"),
+                format!("{:.2}s", t["seconds_since_deletion"].as_f64().unwrap_or(0.0)),
+                s(t, "inbound_at_deletion"),
+            ]
+        })
+        .collect();
+    section(
+        &mut out,
+        "TERMINATED",
+        &[
+            "NAMESPACE",
+            "POD",
+            "OUTCOME",
+            "AFTER DELETION",
+            "INBOUND@DELETION",
+        ],
+        rows,
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sections_show_what_the_daemon_sent() {
+        let d = serde_json::json!({
+            "active": [{"id": 3, "pod": "p1", "container": "c".repeat(64), "scope": "pod",
+                        "policy": "drained", "max_ms": 25000, "start_ns": 1, "cgroups": [1]}],
+            "released": [
+                {"pod": "p0", "container": null, "scope": "pod", "reason": "deadline", "waited_ms": 900,
+                 "inbound_at_start": 1, "peak_inbound": 1, "new_connections": 0},
+                {"pod": "p2", "container": null, "scope": "pod", "reason": "drained", "waited_ms": 4200,
+                 "inbound_at_start": 7, "peak_inbound": 9, "new_connections": 2}],
+            "terminating": [],
+            "terminated": [{"namespace": "shop", "name": "web-0", "outcome": "drained",
+                            "seconds_since_deletion": 3.25, "inbound_at_deletion": 4}]
+        });
+        let t = render(&d);
+        assert!(t.contains("HOLDING (1)\nPOD   CONTAINER      POLICY"), "{t}");
+        assert!(t.contains("p1    cccccccccccc   drained   pod     25.0s"), "{t}");
+        // Newest first.
+        let released: Vec<&str> = t
+            .lines()
+            .filter(|l| l.starts_with("p0") || l.starts_with("p2"))
+            .collect();
+        assert!(
+            released[0].starts_with("p2") && released[0].contains("drained    4.2s"),
+            "{t}"
+        );
+        assert!(t.contains("TERMINATING (0)\n\n"), "{t}");
+        assert!(t.contains("shop        web-0   drained   3.25s"), "{t}");
+    }
+}
