@@ -5,11 +5,13 @@
 //! - `demo`:  show graceful counting a simulated pod's connections as it drains.
 //! - `bench`: benchmarks.
 //! - `vm-test`: the integration tests in qemu, on other kernels.
+//! - `docs`: regenerate docs/cli.md from the CLI's definitions.
 
 use clap::{Parser, Subcommand};
 
 mod bench;
 mod demo;
+mod docs;
 mod setup;
 mod test;
 mod util;
@@ -41,6 +43,8 @@ enum Command {
     },
     /// Run the integration tests in qemu on Debian's newest 6.1 and 6.12 kernels and on this kernel.
     VmTest(vm::Args),
+    /// Regenerate docs/cli.md (the command reference) from the CLI's own definitions.
+    Docs,
     /// The demo's client process (started by `demo` itself).
     #[command(name = "__demo-client", hide = true)]
     DemoClient(demo::client::Args),
@@ -54,6 +58,7 @@ fn main() {
         Command::Demo(args) => demo::run(args).map(|_| 0),
         Command::Bench { cmd } => bench::run(cmd).map(|_| 0),
         Command::VmTest(args) => vm::run(args),
+        Command::Docs => docs::run_docs().map(|_| 0),
         Command::DemoClient(args) => demo::client::run(args).map(|_| 0),
     };
     match result {

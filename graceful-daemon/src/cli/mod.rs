@@ -13,6 +13,7 @@ pub mod daemon;
 pub mod doctor;
 pub mod drains;
 pub mod pods;
+pub mod reference;
 pub mod table;
 pub mod uninstall;
 
@@ -50,6 +51,11 @@ pub enum Command {
     Drains(drains::Args),
     /// Detach graceful's programs and remove every pin it made.
     Uninstall(uninstall::Args),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(reference::CompletionsArgs),
+    /// Print the command reference as Markdown (what docs/cli.md holds).
+    #[command(name = "__reference", hide = true)]
+    Reference,
 }
 
 impl Cli {
@@ -78,5 +84,10 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Pods(args) => pods::run_pods(&pins, &cli.api_socket, args),
         Command::Pod(args) => pods::run_pod(&pins, &cli.api_socket, args),
         Command::Drains(args) => drains::run(&cli.api_socket, args),
+        Command::Completions(args) => reference::completions(args),
+        Command::Reference => {
+            print!("{}", reference::markdown());
+            Ok(0)
+        }
     }
 }
