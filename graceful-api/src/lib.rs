@@ -19,6 +19,15 @@ pub enum Policy {
     Quiet,
 }
 
+impl Policy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Policy::Drained => "drained",
+            Policy::Quiet => "quiet",
+        }
+    }
+}
+
 /// Why a drain was released. The names are the report's contract.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -53,35 +62,77 @@ pub enum Scope {
     Container,
 }
 
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+/// What a pod's hook asks. Every setting is optional: what the hook's flags
+/// leave out comes from the pod's annotations or the agent's defaults (the
+/// deadline from the pod's terminationGracePeriodSeconds), and an
+/// annotation overrides a flag. The agent answers with [`Accepted`] first.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct DrainRequest {
-    pub policy: Policy,
-    #[serde(default)]
-    pub scope: Scope,
-    #[serde(default)]
-    pub min_ms: u64,
-    pub max_ms: u64,
-    #[serde(default = "default_settle")]
-    pub settle_ms: u64,
-    #[serde(default = "default_quiet")]
-    pub quiet_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<Policy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<Scope>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settle_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quiet_ms: Option<u64>,
     /// Release once these containers of the same pod have exited (names,
     /// once the Kubernetes API has told them, or id prefixes).
-    #[serde(default)]
-    pub after_containers: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_containers: Option<Vec<String>>,
     /// When the client started waiting (Unix ms). A client that reconnects
     /// after an agent restart sends the same value, so the drain continues
     /// from its original start.
     pub started_unix_ms: u64,
 }
 
-fn default_settle() -> u64 {
-    1000
+/// Defaults when neither an annotation nor a flag sets a value.
+pub const DEFAULT_MIN_MS: u64 = 2000;
+pub const DEFAULT_SETTLE_MS: u64 = 1000;
+pub const DEFAULT_QUIET_MS: u64 = 5000;
+/// The deadline when the pod's grace period is unknown (no Kubernetes
+/// API): Kubernetes' default grace period, 30 s, less a 5 s budget.
+pub const DEFAULT_MAX_MS: u64 = 25_000;
+
+/// Where an effective setting came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Source {
+    /// A pod annotation naming this container.
+    ContainerAnnotation,
+    /// A pod annotation for every container.
+    PodAnnotation,
+    /// The hook's own flag.
+    Flag,
+    /// terminationGracePeriodSeconds less the agent's shutdown budget.
+    GracePeriod,
+    Default,
 }
 
-fn default_quiet() -> u64 {
-    5000
+/// The first line of a drain's stream: the settings in effect, where
+/// each came from, and what was wrong with the ones given (a deadline at or
+/// past the grace period, an annotation that does not parse). The hook
+/// takes its deadline from here.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Accepted {
+    pub policy: Policy,
+    pub scope: Scope,
+    pub min_ms: u64,
+    pub max_ms: u64,
+    pub settle_ms: u64,
+    pub quiet_ms: u64,
+    pub after_containers: Vec<String>,
+    /// The grace period in effect for the pod (the deletion's own, else the
+    /// spec's), when the API has told it.
+    pub grace_period_ms: Option<u64>,
+    /// Setting name (`max_ms`, ...) → where its value came from.
+    pub sources: std::collections::BTreeMap<String, Source>,
+    pub warnings: Vec<String>,
 }
 
 impl DrainRequest {
@@ -93,14 +144,22 @@ impl DrainRequest {
         }
         let r: DrainRequest =
             serde_json::from_slice(body).map_err(|e| one_line(&format!("invalid drain request: {e}")))?;
-        if r.max_ms == 0 {
+        if r.max_ms == Some(0) {
             return Err("max_ms must be above zero".into());
         }
-        if r.after_containers.len() > 64 || r.after_containers.iter().any(|c| c.is_empty() || c.len() > 256) {
-            return Err("after_containers: at most 64 names of 1 to 256 characters".into());
+        if let Some(a) = &r.after_containers {
+            check_containers(a)?;
         }
         Ok(r)
     }
+}
+
+/// The bounds on `after_containers`, wherever the names come from.
+pub fn check_containers(names: &[String]) -> Result<(), String> {
+    if names.len() > 64 || names.iter().any(|c| c.is_empty() || c.len() > 256) {
+        return Err("after_containers: at most 64 names of 1 to 256 characters".into());
+    }
+    Ok(())
 }
 
 /// Error messages quote the request (an unknown variant, say): keep them
@@ -117,14 +176,25 @@ mod tests {
     fn requests_parse_with_defaults_and_reject_the_rest() {
         let r = DrainRequest::parse(br#"{"policy":"quiet","max_ms":5000,"started_unix_ms":1}"#).unwrap();
         assert_eq!(
-            (r.policy, r.scope, r.settle_ms, r.quiet_ms),
-            (Policy::Quiet, Scope::Pod, 1000, 5000)
+            (r.policy, r.scope, r.max_ms, r.settle_ms),
+            (Some(Policy::Quiet), None, Some(5000), None)
         );
+        // Only the start is required: the rest comes from annotations and defaults.
+        let r = DrainRequest::parse(br#"{"started_unix_ms":7}"#).unwrap();
+        assert_eq!(
+            r,
+            DrainRequest {
+                started_unix_ms: 7,
+                ..Default::default()
+            }
+        );
+        assert_eq!(serde_json::to_string(&r).unwrap(), r#"{"started_unix_ms":7}"#);
         for bad in [
             &br#"{"policy":"soon","max_ms":1,"started_unix_ms":1}"#[..],
             br#"{"policy":"drained","max_ms":0,"started_unix_ms":1}"#,
             br#"{"policy":"drained","max_ms":1,"started_unix_ms":1,"pod":"someone-else"}"#,
             br#"{"policy":"drained","max_ms":1,"started_unix_ms":1,"after_containers":[""]}"#,
+            br#"{"max_ms":1}"#,
             b"{",
             b"",
             // Found by the fuzzer: a newline inside an unknown variant.

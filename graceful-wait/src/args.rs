@@ -6,38 +6,71 @@ pub const USAGE: &str =
     "usage: graceful-wait [--policy drained|quiet] [--scope pod|container] [--min D] [--max D] \
 [--settle D] [--quiet D] [--after-containers a,b] [--socket PATH] [--connect-timeout D] [--fallback-sleep D]";
 
+/// The hook's flags. The drain settings are optional: what a flag leaves
+/// out, the agent takes from the pod's annotations (which also override
+/// flags) or its defaults, the deadline from the pod's grace period.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Args {
     pub socket: String,
-    pub policy: String,
-    pub scope: String,
-    pub min: Duration,
-    pub max: Duration,
-    pub settle: Duration,
-    pub quiet: Duration,
-    pub after_containers: Vec<String>,
+    pub policy: Option<String>,
+    pub scope: Option<String>,
+    pub min: Option<Duration>,
+    pub max: Option<Duration>,
+    pub settle: Option<Duration>,
+    pub quiet: Option<Duration>,
+    pub after_containers: Option<Vec<String>>,
     pub connect_timeout: Duration,
     pub fallback_sleep: Duration,
 }
+
+/// The deadline until the agent says otherwise (and when it cannot be
+/// reached): Kubernetes' default grace period, 30 s, less a 5 s budget for
+/// the app's own shutdown after SIGTERM.
+pub const DEFAULT_MAX: Duration = Duration::from_secs(25);
 
 impl Default for Args {
     fn default() -> Self {
         Self {
             socket: "/graceful/gate.sock".into(),
-            policy: "drained".into(),
-            scope: "pod".into(),
-            // Endpoint removal takes a moment to reach kube-proxy and load
-            // balancers: never release before this.
-            min: Duration::from_secs(2),
-            // Kubernetes' default grace period (30 s) less a 5 s budget for
-            // the app's own shutdown after SIGTERM.
-            max: Duration::from_secs(25),
-            settle: Duration::from_secs(1),
-            quiet: Duration::from_secs(5),
-            after_containers: Vec::new(),
+            policy: None,
+            scope: None,
+            min: None,
+            max: None,
+            settle: None,
+            quiet: None,
+            after_containers: None,
             connect_timeout: Duration::from_secs(2),
             fallback_sleep: Duration::ZERO,
         }
+    }
+}
+
+impl Args {
+    /// The drain request: only the settings the flags gave.
+    pub fn request_json(&self, started_unix_ms: u64) -> String {
+        let mut f: Vec<String> = Vec::new();
+        if let Some(p) = &self.policy {
+            f.push(format!("\"policy\":\"{p}\""));
+        }
+        if let Some(s) = &self.scope {
+            f.push(format!("\"scope\":\"{s}\""));
+        }
+        for (k, v) in [
+            ("min_ms", self.min),
+            ("max_ms", self.max),
+            ("settle_ms", self.settle),
+            ("quiet_ms", self.quiet),
+        ] {
+            if let Some(v) = v {
+                f.push(format!("\"{k}\":{}", v.as_millis()));
+            }
+        }
+        if let Some(a) = &self.after_containers {
+            let names: Vec<String> = a.iter().map(|c| format!("{c:?}")).collect();
+            f.push(format!("\"after_containers\":[{}]", names.join(",")));
+        }
+        f.push(format!("\"started_unix_ms\":{started_unix_ms}"));
+        format!("{{{}}}", f.join(","))
     }
 }
 
@@ -100,34 +133,38 @@ pub fn parse(
         match name.as_str() {
             "--socket" => a.socket = value()?,
             "--policy" => {
-                a.policy = value()?;
-                if a.policy != "drained" && a.policy != "quiet" {
-                    return Err(format!("--policy must be drained or quiet, not {:?}", a.policy));
+                let p = value()?;
+                if p != "drained" && p != "quiet" {
+                    return Err(format!("--policy must be drained or quiet, not {p:?}"));
                 }
+                a.policy = Some(p);
             }
             "--scope" => {
-                a.scope = value()?;
-                if a.scope != "pod" && a.scope != "container" {
-                    return Err(format!("--scope must be pod or container, not {:?}", a.scope));
+                let s = value()?;
+                if s != "pod" && s != "container" {
+                    return Err(format!("--scope must be pod or container, not {s:?}"));
                 }
+                a.scope = Some(s);
             }
-            "--min" => a.min = duration(&value()?)?,
-            "--max" => a.max = duration(&value()?)?,
-            "--settle" => a.settle = duration(&value()?)?,
-            "--quiet" => a.quiet = duration(&value()?)?,
+            "--min" => a.min = Some(duration(&value()?)?),
+            "--max" => a.max = Some(duration(&value()?)?),
+            "--settle" => a.settle = Some(duration(&value()?)?),
+            "--quiet" => a.quiet = Some(duration(&value()?)?),
             "--connect-timeout" => a.connect_timeout = duration(&value()?)?,
             "--fallback-sleep" => a.fallback_sleep = duration(&value()?)?,
             "--after-containers" => {
-                a.after_containers = value()?
-                    .split(',')
-                    .filter(|s| !s.is_empty())
-                    .map(str::to_string)
-                    .collect()
+                a.after_containers = Some(
+                    value()?
+                        .split(',')
+                        .filter(|s| !s.is_empty())
+                        .map(str::to_string)
+                        .collect(),
+                )
             }
             other => return Err(format!("unknown flag {other}\n{USAGE}")),
         }
     }
-    if a.max.is_zero() {
+    if a.max.is_some_and(|m| m.is_zero()) {
         return Err("--max must be above zero".into());
     }
     Ok(a)
@@ -155,11 +192,17 @@ mod tests {
             "app,db",
         ])
         .unwrap();
-        assert_eq!(a.policy, "quiet");
-        assert_eq!(a.scope, "container");
-        assert_eq!(a.min, Duration::from_millis(500));
-        assert_eq!(a.max, Duration::from_secs(60));
-        assert_eq!(a.after_containers, vec!["app", "db"]);
+        assert_eq!(a.policy.as_deref(), Some("quiet"));
+        assert_eq!(a.scope.as_deref(), Some("container"));
+        assert_eq!(a.min, Some(Duration::from_millis(500)));
+        assert_eq!(a.max, Some(Duration::from_secs(60)));
+        assert_eq!(a.after_containers, Some(vec!["app".into(), "db".into()]));
+        assert_eq!(
+            a.request_json(7),
+            r#"{"policy":"quiet","scope":"container","min_ms":500,"max_ms":60000,"after_containers":["app","db"],"started_unix_ms":7}"#
+        );
+        // Flags left out are left to the pod's annotations and the agent.
+        assert_eq!(p(&[]).unwrap().request_json(1), r#"{"started_unix_ms":1}"#);
         assert_eq!(duration("1m30s"), Ok(Duration::from_secs(90)));
         assert!(p(&["--policy", "soon"]).is_err());
         assert!(p(&["--min"]).is_err());

@@ -23,21 +23,6 @@ fn unix_ms() -> u64 {
         .unwrap_or(0)
 }
 
-fn request_json(a: &args::Args, started_unix_ms: u64) -> String {
-    let after: Vec<String> = a.after_containers.iter().map(|c| format!("{:?}", c)).collect();
-    format!(
-        "{{\"policy\":\"{}\",\"scope\":\"{}\",\"min_ms\":{},\"max_ms\":{},\"settle_ms\":{},\"quiet_ms\":{},\"after_containers\":[{}],\"started_unix_ms\":{}}}",
-        a.policy,
-        a.scope,
-        a.min.as_millis(),
-        a.max.as_millis(),
-        a.settle.as_millis(),
-        a.quiet.as_millis(),
-        after.join(","),
-        started_unix_ms
-    )
-}
-
 /// The report printed when the agent could not decide.
 fn own_report(reason: &str, waited: Duration, detail: &str) -> String {
     format!(
@@ -63,14 +48,27 @@ enum Outcome {
     Refused(String),
 }
 
-fn attempt(a: &args::Args, started: Instant, started_unix_ms: u64, connect_timeout: Duration) -> Outcome {
+/// The deadline: the agent's, once it has said (its settings include the
+/// pod's annotations, which win over flags); until then `--max`, else the
+/// default.
+struct Deadline {
+    max: Duration,
+}
+
+fn attempt(
+    a: &args::Args,
+    deadline: &mut Deadline,
+    started: Instant,
+    started_unix_ms: u64,
+    connect_timeout: Duration,
+) -> Outcome {
     let stream = match http::connect(&a.socket, connect_timeout) {
         Ok(s) => s,
         Err(e) => return Outcome::Lost(format!("cannot reach the agent at {}: {e}", a.socket)),
     };
     // Never block past our own deadline, plus a little for the report.
-    let left = a.max.saturating_sub(started.elapsed()) + Duration::from_secs(1);
-    let mut resp = match http::post(stream, "/v1/drain", &request_json(a, started_unix_ms), left) {
+    let left = deadline.max.saturating_sub(started.elapsed()) + Duration::from_secs(1);
+    let mut resp = match http::post(stream, "/v1/drain", &a.request_json(started_unix_ms), left) {
         Ok(r) => r,
         Err(e) => return Outcome::Lost(format!("agent did not answer: {e}")),
     };
@@ -85,6 +83,25 @@ fn attempt(a: &args::Args, started: Instant, started_unix_ms: u64, connect_timeo
     loop {
         match resp.next_line() {
             Ok(Some(line)) if line.contains("\"type\":\"report\"") => return Outcome::Released(line),
+            Ok(Some(line)) if line.contains("\"type\":\"accepted\"") => {
+                // `max_ms` comes before `sources` (which names it again) in the line.
+                if let Some(ms) = field(&line, "max_ms").and_then(|m| m.parse::<u64>().ok()) {
+                    deadline.max = Duration::from_millis(ms);
+                }
+                println!(
+                    "graceful-wait: draining (policy {}, scope {}, max {:.1}s)",
+                    field(&line, "policy").unwrap_or("?"),
+                    field(&line, "scope").unwrap_or("?"),
+                    deadline.max.as_secs_f64()
+                );
+                if let Some(w) = line.find("\"warnings\":[\"") {
+                    eprintln!(
+                        "graceful-wait: the agent corrected the settings: {}",
+                        &line[w + 11..line.len() - 1]
+                    );
+                }
+                let _ = std::io::stdout().flush();
+            }
             Ok(Some(line)) if line.contains("\"type\":\"progress\"") => {
                 let inbound = field(&line, "inbound").unwrap_or("?");
                 let ms: u64 = field(&line, "ms").and_then(|m| m.parse().ok()).unwrap_or(0);
@@ -114,18 +131,22 @@ fn main() {
             std::process::exit(2);
         }
     };
+    let mut deadline = Deadline {
+        max: a.max.unwrap_or(args::DEFAULT_MAX),
+    };
     let mut connected_once = false;
     loop {
         // The first connection gets --connect-timeout; after the agent has
         // answered once, keep trying until the deadline (it may be restarting).
         let timeout = if connected_once {
-            a.max
+            deadline
+                .max
                 .saturating_sub(started.elapsed())
                 .min(Duration::from_secs(1))
         } else {
             a.connect_timeout
         };
-        match attempt(&a, started, started_unix_ms, timeout) {
+        match attempt(&a, &mut deadline, started, started_unix_ms, timeout) {
             Outcome::Released(report) => {
                 println!("{report}");
                 return;
@@ -137,7 +158,7 @@ fn main() {
                 return;
             }
             Outcome::Lost(why) => {
-                if started.elapsed() >= a.max {
+                if started.elapsed() >= deadline.max {
                     eprintln!("graceful-wait: {why}; deadline reached");
                     println!("{}", own_report("deadline", started.elapsed(), &why));
                     return;

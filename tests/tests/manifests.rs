@@ -32,6 +32,8 @@ use std::{
     time::Duration,
 };
 
+use graceful::gate::settings::{self, PodFacts};
+use graceful_api::DrainRequest;
 use graceful_wait::args as wait_args;
 use k8s_openapi::api::{
     apps::v1::DaemonSet,
@@ -250,6 +252,21 @@ fn gate_dir() -> String {
 }
 
 /// Every pod template, with its owner (`DaemonSet/graceful in deploy/base`).
+/// The annotations of the pod template `owner` names (as `pod_templates` names it).
+fn template_annotations(objs: &[Object], owner: &str) -> BTreeMap<String, String> {
+    objs.iter()
+        .filter(|o| format!("{} ({})", o.name(), o.origin) == owner)
+        .find_map(|o| {
+            let t = match &o.kind {
+                Kind::DaemonSet(d) => &d.spec.as_ref()?.template,
+                Kind::Deployment(d) => &d.spec.as_ref()?.template,
+                _ => return None,
+            };
+            t.metadata.as_ref()?.annotations.clone()
+        })
+        .unwrap_or_default()
+}
+
 fn pod_templates(objs: &[Object]) -> Vec<(String, &PodSpec)> {
     objs.iter()
         .filter_map(|o| {
@@ -733,15 +750,26 @@ fn every_hook_fits_in_its_grace_period_and_reaches_the_gate() {
         for (owner, spec) in pods {
             let hooks = hooks(spec);
             assert!(!hooks.is_empty(), "{owner}: no graceful-wait preStop hook");
-            let grace = spec.termination_grace_period_seconds.unwrap_or(DEFAULT_GRACE);
-            let grace = Duration::from_secs(u64::try_from(grace).unwrap());
+            let grace_s = spec.termination_grace_period_seconds.unwrap_or(DEFAULT_GRACE);
+            let grace = Duration::from_secs(u64::try_from(grace_s).unwrap());
+            let annotations = template_annotations(objs, &owner);
             for h in &hooks {
                 let name = &h.container.name;
+                // The settings the agent will run this hook with: annotations
+                // over flags, the deadline from the grace period by default.
+                let req = DrainRequest::parse(h.args.request_json(0).as_bytes()).unwrap();
+                let facts = PodFacts {
+                    annotations: annotations.clone(),
+                    container: Some(name.clone()),
+                    grace_period_seconds: Some(grace_s),
+                };
+                let acc = settings::resolve(&req, &facts, BUDGET);
+                assert!(acc.warnings.is_empty(), "{owner}: {name}: {:?}", acc.warnings);
+                let max = Duration::from_millis(acc.max_ms);
                 assert!(
-                    grace > h.args.max + BUDGET,
-                    "{owner}: container {name} may wait {:?} (--max) and then needs its shutdown \
-                     budget of {BUDGET:?}, but terminationGracePeriodSeconds is {grace:?}",
-                    h.args.max
+                    grace >= max + BUDGET,
+                    "{owner}: container {name} may wait {max:?} and then needs its shutdown \
+                     budget of {BUDGET:?}, but terminationGracePeriodSeconds is {grace:?}"
                 );
                 // The hook's binary and socket come from the agent's gate directory.
                 let bin_dir = Path::new(&h.argv[0]).parent().unwrap().to_str().unwrap();
@@ -773,7 +801,7 @@ fn every_hook_fits_in_its_grace_period_and_reaches_the_gate() {
                     format!("{bin_dir}/gate.sock"),
                     "{owner}: {name}: the gate socket"
                 );
-                for after in &h.args.after_containers {
+                for after in &acc.after_containers {
                     assert!(
                         after != name && containers(spec).any(|c| &c.name == after),
                         "{owner}: {name} waits for container {after}, which the pod does not have"
@@ -800,7 +828,7 @@ fn the_examples_show_each_case() {
     };
     let web = hooks_of("web");
     assert!(
-        web.iter().any(|(_, a, _)| a.policy == "drained"),
+        web.iter().any(|(_, a, _)| a.policy.as_deref() != Some("quiet")),
         "web: a drained hook"
     );
     assert!(
@@ -813,18 +841,19 @@ fn the_examples_show_each_case() {
     assert!(
         sidecar
             .iter()
-            .any(|(c, a, n)| c == "opa" && a.scope == "pod" && *n > 1),
+            .any(|(c, a, n)| c == "opa" && a.scope.as_deref() == Some("pod") && *n > 1),
         "policy-sidecar: the policy engine's hook uses --scope pod"
     );
     let waf = hooks_of("haproxy-waf");
     assert!(
-        waf.iter().any(|(c, a, _)| c == "waf" && a.scope == "container"),
+        waf.iter()
+            .any(|(c, a, _)| c == "waf" && a.scope.as_deref() == Some("container")),
         "haproxy-waf: the WAF agent's hook uses --scope container"
     );
     let mesh = hooks_of("mesh-proxy");
     assert!(
         mesh.iter()
-            .any(|(c, a, _)| c == "proxy" && a.after_containers == ["app"]),
+            .any(|(c, a, _)| c == "proxy" && a.after_containers.as_deref() == Some(&["app".to_string()][..])),
         "mesh-proxy: the proxy's hook uses --after-containers app"
     );
 }

@@ -17,7 +17,7 @@ use tokio::sync::{broadcast, mpsc};
 
 use super::node::Node;
 use crate::{
-    kube::TerminationReport,
+    kube::{terminating::recv, TerminationReport},
     reply::{line_bytes, ndjson, Body},
     resolver::{counts::PodView, index::Change},
 };
@@ -29,14 +29,6 @@ pub const TICK: Duration = Duration::from_millis(250);
 enum Line<'a> {
     Pods { pods: &'a [PodView] },
     Termination(&'a TerminationReport),
-}
-
-/// The next item of an optional subscription; never, without one.
-async fn next<T: Clone>(rx: &mut Option<broadcast::Receiver<T>>) -> Result<T, broadcast::error::RecvError> {
-    match rx {
-        Some(rx) => rx.recv().await,
-        None => std::future::pending().await,
-    }
 }
 
 pub fn stream(node: Arc<Node>, changes: broadcast::Receiver<Change>) -> http::Response<Body> {
@@ -64,12 +56,12 @@ async fn run(node: Arc<Node>, mut changes: broadcast::Receiver<Change>, tx: mpsc
                 Err(Closed) => return,
                 _ => None,
             },
-            e = next(&mut gate) => match e {
+            e = recv(&mut gate) => match e {
                 Ok(e) => Some(line_bytes(&e)),
                 Err(Lagged(_)) => { node.gate.metrics.error("feed_lagged"); None }
                 Err(Closed) => { gate = None; None }
             },
-            t = next(&mut terms) => match t {
+            t = recv(&mut terms) => match t {
                 Ok(t) => Some(line_bytes(&Line::Termination(&t))),
                 Err(Lagged(_)) => { node.gate.metrics.error("feed_lagged"); None }
                 Err(Closed) => { terms = None; None }

@@ -16,6 +16,7 @@ use crate::{
     drain::events::Kernel,
     gate::{
         ingress::Ingress,
+        pod_api::PodApi,
         server::{self, Gate},
     },
     kernel,
@@ -38,6 +39,10 @@ pub struct Args {
     /// run `/graceful/graceful-wait` as their preStop hook.
     #[arg(long, env = "GRACEFUL_GATE_DIR")]
     pub gate_dir: Option<PathBuf>,
+    /// The time an app needs after SIGTERM to finish: a drain's default
+    /// deadline is the pod's grace period less this.
+    #[arg(long, env = "GRACEFUL_SHUTDOWN_BUDGET", default_value = "5s", value_parser = crate::duration::parse)]
+    pub shutdown_budget: Duration,
     /// The `graceful-wait` binary to place in the gate directory (default:
     /// beside this executable).
     #[arg(long)]
@@ -162,12 +167,18 @@ async fn serve(
     if let Some(t) = kube.as_ref().and_then(|k| k.terminations.as_ref()) {
         tokio::spawn(count_terminations(t.subscribe(), recorder.clone()));
     }
+    let pod_api = kube.as_ref().map(|k| PodApi {
+        store: k.store.clone(),
+        events: k.events.clone(),
+    });
     let gate = Arc::new(Gate::new(
         kernel,
         watcher.resolver().shared(),
         hier.clone(),
         ingress,
         recorder.clone(),
+        pod_api,
+        args.shutdown_budget,
     ));
     if let Some(dir) = &args.gate_dir {
         let listener = open_gate_dir(dir, args.wait_bin.clone())?;

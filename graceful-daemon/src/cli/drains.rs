@@ -56,6 +56,38 @@ fn ms(v: &Value, k: &str) -> String {
         .map_or("-".into(), |ms| format!("{:.1}s", ms as f64 / 1000.0))
 }
 
+/// Width of the inbound sparkline, in cells.
+const SPARK: usize = 16;
+
+/// The inbound count over a drain, one cell per slice of its duration:
+/// the slice's highest count against the drain's peak (blank: zero).
+pub fn sparkline(timeline: &[Value], waited_ms: u64) -> String {
+    const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    let points: Vec<(u64, u64)> = timeline
+        .iter()
+        .filter_map(|p| Some((p["ms"].as_u64()?, p["inbound"].as_u64()?)))
+        .collect();
+    let peak = points.iter().map(|p| p.1).max().unwrap_or(0);
+    if points.is_empty() || peak == 0 {
+        return " ".repeat(SPARK);
+    }
+    let span = waited_ms.max(1);
+    (0..SPARK as u64)
+        .map(|i| {
+            let (from, to) = (span * i / SPARK as u64, span * (i + 1) / SPARK as u64);
+            // The count in effect at the slice's start, and every change in it.
+            let at_start = points.iter().rev().find(|p| p.0 <= from).map_or(0, |p| p.1);
+            let within = points.iter().filter(|p| p.0 > from && p.0 < to).map(|p| p.1);
+            let v = within.fold(at_start, u64::max);
+            if v == 0 {
+                ' '
+            } else {
+                BARS[((v * 8).div_ceil(peak) as usize).clamp(1, 8) - 1]
+            }
+        })
+        .collect()
+}
+
 fn list<'a>(d: &'a Value, k: &str) -> &'a [Value] {
     d[k].as_array().map_or(&[], Vec::as_slice)
 }
@@ -105,6 +137,13 @@ pub fn render(d: &Value) -> String {
                 s(r, "inbound_at_start"),
                 s(r, "peak_inbound"),
                 s(r, "new_connections"),
+                format!(
+                    "|{}|",
+                    sparkline(
+                        r["timeline"].as_array().map_or(&[], Vec::as_slice),
+                        r["waited_ms"].as_u64().unwrap_or(0)
+                    )
+                ),
             ]
         })
         .collect();
@@ -119,6 +158,7 @@ pub fn render(d: &Value) -> String {
             "INBOUND@START",
             "PEAK",
             "NEW",
+            "INBOUND OVER THE DRAIN",
         ],
         rows,
     );
@@ -191,6 +231,22 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("TERMINATING (0)\n\n"), "{t}");
+        assert!(t.contains("|                |"), "no timeline, no bars: {t}");
         assert!(t.contains("shop        web-0   drained   3.25s"), "{t}");
+    }
+
+    #[test]
+    fn the_sparkline_follows_the_inbound_count() {
+        let t = serde_json::json!([
+            {"ms": 0, "inbound": 8}, {"ms": 500, "inbound": 4},
+            {"ms": 1000, "inbound": 2}, {"ms": 1500, "inbound": 0}
+        ]);
+        let line = sparkline(t.as_array().unwrap(), 2000);
+        assert_eq!(line.chars().count(), SPARK);
+        assert_eq!(line, "████▄▄▄▄▂▂▂▂    ");
+        // A brief spike inside a slice still shows.
+        let t = serde_json::json!([{"ms": 0, "inbound": 0}, {"ms": 130, "inbound": 5}, {"ms": 140, "inbound": 0}]);
+        assert_eq!(sparkline(t.as_array().unwrap(), 1600), " █              ");
+        assert_eq!(sparkline(&[], 100), " ".repeat(SPARK));
     }
 }

@@ -13,13 +13,18 @@ use serde::{Deserialize, Serialize};
 
 use crate::drain::{engine::Report, policy::Policy};
 
-pub use graceful_api::{DrainRequest, Scope, MAX_BODY};
+pub use graceful_api::{Accepted, DrainRequest, Scope, MAX_BODY};
 
 /// One line of the drain stream.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum Line {
-    Progress { ms: u64, inbound: u64 },
+    /// First: the settings in effect.
+    Accepted(Box<Accepted>),
+    Progress {
+        ms: u64,
+        inbound: u64,
+    },
     Report(Box<DrainReport>),
 }
 

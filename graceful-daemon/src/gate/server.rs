@@ -25,6 +25,8 @@ use super::{
     api::{ActiveDrain, DrainReport, DrainRequest, ErrorBody, GateEvent, Line, Scope, SelfView, MAX_BODY},
     identity::{identify, Caller},
     ingress::Ingress,
+    pod_api::PodApi,
+    settings::{self, PodFacts},
 };
 use crate::{
     api::metrics::Recorder,
@@ -52,6 +54,11 @@ pub struct Gate {
     pub hier: Hierarchy,
     pub ingress: Option<Arc<Ingress>>,
     pub metrics: Arc<Recorder>,
+    /// Pods' annotations and grace periods, and Events; `None` standalone.
+    pub pod_api: Option<PodApi>,
+    /// What the app needs after SIGTERM: the default deadline is the
+    /// grace period less this.
+    pub budget: Duration,
     history: Mutex<VecDeque<DrainReport>>,
     active: Mutex<BTreeMap<u64, ActiveDrain>>,
     next_id: AtomicU64,
@@ -65,6 +72,8 @@ impl Gate {
         hier: Hierarchy,
         ingress: Option<Arc<Ingress>>,
         metrics: Arc<Recorder>,
+        pod_api: Option<PodApi>,
+        budget: Duration,
     ) -> Gate {
         Gate {
             kernel,
@@ -72,6 +81,8 @@ impl Gate {
             hier,
             ingress,
             metrics,
+            pod_api,
+            budget,
             history: Default::default(),
             active: Default::default(),
             next_id: AtomicU64::new(1),
@@ -297,38 +308,50 @@ async fn drain(gate: Arc<Gate>, caller: Caller, req: Request<hyper::body::Incomi
         Ok(r) => r,
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
-    let (cgroups, scope_dir) = match scope_of(&gate, &caller, r.scope) {
+    let facts = match &gate.pod_api {
+        Some(api) => api.facts(&caller.pod, caller.container.as_deref()),
+        None => PodFacts::default(),
+    };
+    let acc = settings::resolve(&r, &facts, gate.budget);
+    for w in &acc.warnings {
+        warn!(pod = %caller.pod, container = ?caller.container, "drain settings: {w}");
+    }
+    if let Some(api) = &gate.pod_api {
+        api.misconfigured(&caller.pod, facts.container.as_deref(), &acc.warnings);
+    }
+    let (cgroups, scope_dir) = match scope_of(&gate, &caller, acc.scope) {
         Ok(c) => c,
         Err(e) => return error(StatusCode::NOT_FOUND, e),
     };
-    let exit_dirs = match after_dirs(&gate, &caller, &r.after_containers) {
+    let exit_dirs = match after_dirs(&gate, &caller, &acc.after_containers) {
         Ok(d) => d,
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
     let params = Params {
-        policy: r.policy,
+        policy: acc.policy,
         start_ns: start_ns(r.started_unix_ms),
-        min: Duration::from_millis(r.min_ms.min(r.max_ms)),
-        max: Duration::from_millis(r.max_ms),
-        settle: Duration::from_millis(r.settle_ms),
-        quiet: Duration::from_millis(r.quiet_ms),
+        min: Duration::from_millis(acc.min_ms),
+        max: Duration::from_millis(acc.max_ms),
+        settle: Duration::from_millis(acc.settle_ms),
+        quiet: Duration::from_millis(acc.quiet_ms),
     };
-    info!(pod = %caller.pod, container = ?caller.container, policy = ?r.policy, scope = ?r.scope, max_ms = r.max_ms, "drain started");
+    info!(pod = %caller.pod, container = ?caller.container, policy = acc.policy.as_str(), scope = ?acc.scope, max_ms = acc.max_ms, max_from = ?acc.sources.get("max_ms"), "drain started");
 
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(64);
+    let _ = tx.try_send(line_bytes(&Line::Accepted(Box::new(acc.clone()))));
     tokio::spawn(async move {
         let active = gate.started(ActiveDrain {
             id: 0,
             pod: caller.pod.clone(),
             container: caller.container.clone(),
-            scope: r.scope,
-            policy: r.policy,
-            max_ms: r.max_ms,
+            scope: acc.scope,
+            policy: acc.policy,
+            max_ms: acc.max_ms,
             start_ns: params.start_ns,
             cgroups: cgroups.clone(),
         });
         // The quiet policy needs inbound payload: watch it only now.
-        let _ingress = match (&gate.ingress, r.policy, &scope_dir) {
+        let _ingress = match (&gate.ingress, acc.policy, &scope_dir) {
             (Some(ing), Policy::Quiet, Some(dir)) => match ing.attach(dir) {
                 Ok(a) => Some(a),
                 Err(e) => {
@@ -365,9 +388,12 @@ async fn drain(gate: Arc<Gate>, caller: Caller, req: Request<hyper::body::Incomi
                 let full = DrainReport {
                     pod: caller.pod.clone(),
                     container: caller.container.clone(),
-                    scope: r.scope,
+                    scope: acc.scope,
                     report,
                 };
+                if let Some(api) = &gate.pod_api {
+                    api.released(&full, facts.container.as_deref());
+                }
                 info!(
                     pod = %full.pod,
                     container = ?full.container,

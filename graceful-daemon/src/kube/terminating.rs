@@ -590,7 +590,7 @@ impl Actor {
 }
 
 /// Waits on an optional receiver; a missing one never yields.
-async fn recv<T: Clone>(rx: &mut Option<broadcast::Receiver<T>>) -> Result<T, RecvError> {
+pub(crate) async fn recv<T: Clone>(rx: &mut Option<broadcast::Receiver<T>>) -> Result<T, RecvError> {
     match rx {
         Some(rx) => rx.recv().await,
         None => std::future::pending().await,

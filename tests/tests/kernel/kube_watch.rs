@@ -9,7 +9,7 @@
 //! The watch tests need no root (they run the library in-process); the
 //! terminating ones do.
 
-mod fake_api;
+pub mod fake_api;
 
 use std::{
     path::Path,
@@ -33,14 +33,14 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use crate::require_root;
 
-const NODE: &str = "kind-worker";
+pub const NODE: &str = "kind-worker";
 const WEB: &str = "0b6a1c52-3f0e-4b8e-9a47-6f1d2c9e8a10";
 const REDIS: &str = "7d3f9e21-64b8-4c1a-8e55-2b7c4d9f0e31";
 const DNS: &str = "c41f0a77-2e9d-4b36-a1c8-5f6e7d8c9b0a";
 const WORKER: &str = "3e8b1d04-9c2a-4f57-b6e3-8a0d1c2b3f4e";
 const API: &str = "9f2c4e6a-1b3d-4a5c-8e7f-0a1b2c3d4e5f";
 
-fn fixture(name: &str) -> String {
+pub fn fixture(name: &str) -> String {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("fixtures/k8s")
         .join(name);
@@ -390,7 +390,7 @@ async fn api_away_at_start_then_lost_then_back_names_return() {
 }
 
 /// Fills the terminating fixtures' placeholders with the simulated pod's.
-fn fill(text: &str, pod: &SimPod, deletion: Option<Timestamp>) -> String {
+pub fn fill(text: &str, pod: &SimPod, deletion: Option<Timestamp>) -> String {
     let mut t = text
         .replace("{{POD_UID}}", &pod.uid)
         .replace("{{CONTAINER_ID}}", &pod.containers[0].0);

@@ -10,6 +10,7 @@ mod counts;
 mod drain_engine;
 mod gate;
 mod gate_scopes;
+mod gate_settings;
 mod kube_watch;
 mod pods;
 mod preexisting;

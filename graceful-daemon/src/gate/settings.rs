@@ -1,0 +1,352 @@
+//! The settings a drain runs with: a pod annotation, else the hook's flag,
+//! else the default. Annotations win because many teams can change a pod's
+//! annotations but not its image or its hook.
+//!
+//! ```yaml
+//! metadata:
+//!   annotations:
+//!     graceful.dev/policy: quiet          # every container's hook
+//!     graceful.dev/max: 40s
+//!     graceful.dev/max.istio-proxy: 50s   # only the container named istio-proxy
+//! ```
+//!
+//! Keys: `policy`, `scope`, `min`, `max`, `settle`, `quiet`,
+//! `after-containers` (comma-separated), as the hook's flags spell them.
+//!
+//! The deadline defaults to the pod's grace period (the deletion's own, as
+//! `kubectl delete --grace-period` sets it, else terminationGracePeriodSeconds)
+//! less the shutdown budget the app needs after SIGTERM. A deadline at or
+//! past the grace period would let the kubelet kill the container
+//! mid-drain: it is reported and clamped to that default.
+
+use std::{collections::BTreeMap, time::Duration};
+
+use graceful_api::{
+    check_containers, Accepted, DrainRequest, Policy, Scope, Source, DEFAULT_MAX_MS, DEFAULT_MIN_MS,
+    DEFAULT_QUIET_MS, DEFAULT_SETTLE_MS,
+};
+
+use crate::duration;
+
+pub const PREFIX: &str = "graceful.dev/";
+const KEYS: [&str; 7] = [
+    "policy",
+    "scope",
+    "min",
+    "max",
+    "settle",
+    "quiet",
+    "after-containers",
+];
+
+/// What the agent knows of the calling pod from the Kubernetes API.
+#[derive(Clone, Debug, Default)]
+pub struct PodFacts {
+    pub annotations: BTreeMap<String, String>,
+    /// The caller's container name, when known.
+    pub container: Option<String>,
+    pub grace_period_seconds: Option<i64>,
+}
+
+struct Resolver<'a> {
+    facts: &'a PodFacts,
+    sources: BTreeMap<String, Source>,
+    warnings: Vec<String>,
+}
+
+impl Resolver<'_> {
+    /// The annotation for `key`: this container's, else the pod-wide one.
+    fn annotation(&self, key: &str) -> Option<(String, &str, Source)> {
+        if let Some(c) = &self.facts.container {
+            let k = format!("{PREFIX}{key}.{c}");
+            if let Some(v) = self.facts.annotations.get(&k) {
+                return Some((k, v.as_str(), Source::ContainerAnnotation));
+            }
+        }
+        let k = format!("{PREFIX}{key}");
+        self.facts
+            .annotations
+            .get(&k)
+            .map(|v| (k, v.as_str(), Source::PodAnnotation))
+    }
+
+    /// Annotation, else flag, else default; an annotation that does not
+    /// parse is reported and skipped.
+    fn pick<T>(
+        &mut self,
+        key: &str,
+        field: &str,
+        flag: Option<T>,
+        parse: impl Fn(&str) -> Result<T, String>,
+    ) -> Option<T> {
+        if let Some((name, raw, source)) = self.annotation(key) {
+            match parse(raw.trim()) {
+                Ok(v) => {
+                    self.sources.insert(field.into(), source);
+                    return Some(v);
+                }
+                Err(e) => self.warnings.push(format!("annotation {name}: {e}; ignored")),
+            }
+        }
+        let v = flag?;
+        self.sources.insert(field.into(), Source::Flag);
+        Some(v)
+    }
+
+    fn or_default<T>(&mut self, field: &str, v: Option<T>, default: T) -> T {
+        v.unwrap_or_else(|| {
+            self.sources.insert(field.into(), Source::Default);
+            default
+        })
+    }
+}
+
+fn ms(s: &str) -> Result<u64, String> {
+    duration::parse(s).map(|d| d.as_millis() as u64)
+}
+
+fn policy(s: &str) -> Result<Policy, String> {
+    match s {
+        "drained" => Ok(Policy::Drained),
+        "quiet" => Ok(Policy::Quiet),
+        _ => Err(format!("policy must be drained or quiet, not {s:?}")),
+    }
+}
+
+fn scope(s: &str) -> Result<Scope, String> {
+    match s {
+        "pod" => Ok(Scope::Pod),
+        "container" => Ok(Scope::Container),
+        _ => Err(format!("scope must be pod or container, not {s:?}")),
+    }
+}
+
+fn containers(s: &str) -> Result<Vec<String>, String> {
+    let v: Vec<String> = s
+        .split(',')
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .map(String::from)
+        .collect();
+    check_containers(&v)?;
+    Ok(v)
+}
+
+/// `30s`, `1.5s`, `500ms`: as people write them in annotations.
+fn secs(ms: u64) -> String {
+    match ms {
+        m if m % 1000 == 0 => format!("{}s", m / 1000),
+        m if m < 1000 => format!("{m}ms"),
+        m => format!("{:.1}s", m as f64 / 1000.0),
+    }
+}
+
+/// The settings in effect for `req` from the pod described by `facts`.
+pub fn resolve(req: &DrainRequest, facts: &PodFacts, budget: Duration) -> Accepted {
+    let mut r = Resolver {
+        facts,
+        sources: BTreeMap::new(),
+        warnings: Vec::new(),
+    };
+    for k in facts.annotations.keys() {
+        let Some(key) = k.strip_prefix(PREFIX) else {
+            continue;
+        };
+        let base = key.split_once('.').map_or(key, |(b, _)| b);
+        if !KEYS.contains(&base) {
+            r.warnings.push(format!(
+                "unknown annotation {k}: ignored (known keys: {})",
+                KEYS.join(", ")
+            ));
+        }
+    }
+    let policy = r.pick("policy", "policy", req.policy, policy);
+    let policy = r.or_default("policy", policy, Policy::Drained);
+    let scope = r.pick("scope", "scope", req.scope, scope);
+    let scope = r.or_default("scope", scope, Scope::Pod);
+    let settle = r.pick("settle", "settle_ms", req.settle_ms, ms);
+    let settle_ms = r.or_default("settle_ms", settle, DEFAULT_SETTLE_MS);
+    let quiet = r.pick("quiet", "quiet_ms", req.quiet_ms, ms);
+    let quiet_ms = r.or_default("quiet_ms", quiet, DEFAULT_QUIET_MS);
+    let after = r.pick(
+        "after-containers",
+        "after_containers",
+        req.after_containers.clone(),
+        containers,
+    );
+    let after_containers = r.or_default("after_containers", after, Vec::new());
+
+    let grace_ms = facts
+        .grace_period_seconds
+        .filter(|g| *g >= 0)
+        .map(|g| g as u64 * 1000);
+    // What the pod can afford: its grace period less the app's budget,
+    // and never less than half the grace period.
+    let affordable = grace_ms.map(|g| g.saturating_sub(budget.as_millis() as u64).max(g / 2));
+    let max = r.pick("max", "max_ms", req.max_ms, |s| {
+        ms(s).and_then(|m| {
+            if m == 0 {
+                Err("max must be above zero".into())
+            } else {
+                Ok(m)
+            }
+        })
+    });
+    let mut max_ms = match (max, affordable) {
+        (Some(m), _) => m,
+        (None, Some(a)) => {
+            r.sources.insert("max_ms".into(), Source::GracePeriod);
+            a
+        }
+        (None, None) => r.or_default("max_ms", None, DEFAULT_MAX_MS),
+    };
+    if let (Some(g), Some(a)) = (grace_ms, affordable) {
+        if max_ms >= g {
+            r.warnings.push(format!(
+                "misconfiguration: max {} is at or past the pod's grace period {} (the kubelet would kill \
+                 the container mid-drain): clamped to {} (grace period less the {} shutdown budget); \
+                 raise terminationGracePeriodSeconds or lower max",
+                secs(max_ms),
+                secs(g),
+                secs(a),
+                secs(budget.as_millis() as u64)
+            ));
+            max_ms = a;
+            r.sources.insert("max_ms".into(), Source::GracePeriod);
+        }
+    }
+    let min = r.pick("min", "min_ms", req.min_ms, ms);
+    let min_ms = r.or_default("min_ms", min, DEFAULT_MIN_MS).min(max_ms);
+    Accepted {
+        policy,
+        scope,
+        min_ms,
+        max_ms,
+        settle_ms,
+        quiet_ms,
+        after_containers,
+        grace_period_ms: grace_ms,
+        sources: r.sources,
+        warnings: r.warnings,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(annotations: &[(&str, &str)], grace: Option<i64>) -> PodFacts {
+        PodFacts {
+            annotations: annotations
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            container: Some("app".into()),
+            grace_period_seconds: grace,
+        }
+    }
+
+    const BUDGET: Duration = Duration::from_secs(5);
+
+    #[test]
+    fn defaults_come_from_the_grace_period_or_the_fallback() {
+        let req = DrainRequest::default();
+        let a = resolve(&req, &facts(&[], Some(60)), BUDGET);
+        assert_eq!((a.max_ms, a.min_ms, a.settle_ms), (55_000, 2000, 1000));
+        assert_eq!(a.sources["max_ms"], Source::GracePeriod);
+        assert_eq!(a.sources["policy"], Source::Default);
+        assert_eq!(a.grace_period_ms, Some(60_000));
+        assert!(a.warnings.is_empty());
+        // No API: the fallback, 30 s less 5 s.
+        let a = resolve(&req, &PodFacts::default(), BUDGET);
+        assert_eq!((a.max_ms, a.sources["max_ms"]), (25_000, Source::Default));
+        // A short grace period still leaves half of it to drain.
+        let a = resolve(&req, &facts(&[], Some(4)), BUDGET);
+        assert_eq!(a.max_ms, 2000);
+    }
+
+    #[test]
+    fn annotations_win_over_flags_and_this_container_over_the_pod() {
+        let req = DrainRequest {
+            policy: Some(Policy::Drained),
+            max_ms: Some(10_000),
+            settle_ms: Some(300),
+            ..Default::default()
+        };
+        let f = facts(
+            &[
+                ("graceful.dev/policy", "quiet"),
+                ("graceful.dev/max", "20s"),
+                ("graceful.dev/max.app", "40s"),
+                ("graceful.dev/max.proxy", "50s"),
+                ("graceful.dev/after-containers", " app-a, app-b ,"),
+                ("other.example/max", "1s"),
+            ],
+            Some(60),
+        );
+        let a = resolve(&req, &f, BUDGET);
+        assert_eq!(a.policy, Policy::Quiet);
+        assert_eq!(a.sources["policy"], Source::PodAnnotation);
+        assert_eq!(
+            (a.max_ms, a.sources["max_ms"]),
+            (40_000, Source::ContainerAnnotation)
+        );
+        assert_eq!((a.settle_ms, a.sources["settle_ms"]), (300, Source::Flag));
+        assert_eq!(a.after_containers, ["app-a", "app-b"]);
+        assert!(a.warnings.is_empty(), "{:?}", a.warnings);
+    }
+
+    #[test]
+    fn a_deadline_past_the_grace_period_is_clamped_and_reported() {
+        let req = DrainRequest {
+            max_ms: Some(30_000),
+            ..Default::default()
+        };
+        let a = resolve(&req, &facts(&[], Some(30)), BUDGET);
+        assert_eq!(a.max_ms, 25_000);
+        assert_eq!(a.warnings.len(), 1);
+        assert!(
+            a.warnings[0].starts_with("misconfiguration: max 30s is at or past the pod's grace period 30s"),
+            "{:?}",
+            a.warnings
+        );
+        // Just under it is the user's call.
+        let req = DrainRequest {
+            max_ms: Some(29_000),
+            min_ms: Some(40_000),
+            ..Default::default()
+        };
+        let a = resolve(&req, &facts(&[], Some(30)), BUDGET);
+        assert_eq!((a.max_ms, a.min_ms), (29_000, 29_000));
+        assert!(a.warnings.is_empty());
+    }
+
+    #[test]
+    fn bad_and_unknown_annotations_are_reported_and_skipped() {
+        let req = DrainRequest {
+            max_ms: Some(8000),
+            ..Default::default()
+        };
+        let f = facts(
+            &[
+                ("graceful.dev/max", "soon"),
+                ("graceful.dev/policy", "eventually"),
+                ("graceful.dev/maxx", "1s"),
+                ("graceful.dev/after-containers", ""),
+            ],
+            None,
+        );
+        let a = resolve(&req, &f, BUDGET);
+        assert_eq!((a.max_ms, a.sources["max_ms"]), (8000, Source::Flag));
+        assert_eq!(a.policy, Policy::Drained);
+        assert!(a.after_containers.is_empty());
+        let w = a.warnings.join("\n");
+        assert!(w.contains("annotation graceful.dev/max: invalid duration"), "{w}");
+        assert!(
+            w.contains("annotation graceful.dev/policy: policy must be drained or quiet"),
+            "{w}"
+        );
+        assert!(w.contains("unknown annotation graceful.dev/maxx"), "{w}");
+        assert!(a.warnings.iter().all(|w| !w.contains('\n')));
+    }
+}
