@@ -1,11 +1,12 @@
 //! Adopting the sockets that existed before the programs were attached.
 //!
 //! Order matters, and the tracepoint is attached before this runs:
-//! 1. in every network namespace, dump TCP sockets with sock_diag and decide
-//!    each one's owner and role;
-//! 2. hand cookie → owner to the kernel (`GRACEFUL_ADOPT`);
-//! 3. run the `iter/tcp` program in every namespace: it gives each listed
-//!    socket without storage its owner, counting it if live.
+//! 1. in a network namespace, dump TCP sockets with sock_diag (listeners
+//!    first, then the rest, streamed) and decide each one's owner and role;
+//! 2. hand cookie → owner to the kernel (`GRACEFUL_ADOPT`) as they come;
+//! 3. run the `iter/tcp` program in that namespace: it gives each listed
+//!    socket without storage its owner, counting it if live; then empty the
+//!    map and go on to the next namespace.
 //!
 //! A connection accepted between step 1 and the moment its listener is
 //! adopted inherits no storage and would be missed, so the whole pass runs
@@ -25,7 +26,7 @@ use tracing::{debug, info, warn};
 
 use super::{
     netns::{self, NetNs},
-    sockdiag::{self, Classified, Role},
+    sockdiag::{self, tcp_state, Classified, Classifier, Role},
 };
 use crate::bpf::loader::{self, LoadError};
 
@@ -59,6 +60,52 @@ fn entry(c: &Classified) -> AdoptEntry {
     }
 }
 
+fn adopt_map(ebpf: &mut Ebpf) -> Result<HashMap<&mut MapData, u64, AdoptEntry>, AdoptError> {
+    let map = ebpf.map_mut(names::ADOPT).ok_or_else(|| {
+        AdoptError::Load(LoadError::Pin {
+            what: "find the adoption map".into(),
+            message: "missing".into(),
+        })
+    })?;
+    HashMap::try_from(map).map_err(AdoptError::Map)
+}
+
+enum Offer {
+    Dump(sockdiag::SockDiagError),
+    Map(aya::maps::MapError),
+}
+
+/// Puts every adoptable socket of the calling thread's network namespace
+/// in the adoption map, and returns their cookies. Streams: the listeners
+/// are dumped first (few), then every other socket is classified against
+/// them and offered as it arrives, so memory does not grow with the number
+/// of connections (a 100k-connection namespace once held a 20 MB dump).
+fn offer(map: &mut HashMap<&mut MapData, u64, AdoptEntry>) -> Result<Vec<u64>, Offer> {
+    let mut listeners = Vec::new();
+    sockdiag::for_each_tcp(sockdiag::state_bit(tcp_state::LISTEN), |s| listeners.push(s))
+        .map_err(Offer::Dump)?;
+    let classifier = Classifier::new(listeners);
+    let mut cookies = Vec::new();
+    let mut failed = None;
+    sockdiag::for_each_tcp(sockdiag::ADOPTABLE_STATES, |s| {
+        let Some(c) = classifier.classify(&s) else {
+            return;
+        };
+        if failed.is_none() {
+            // A duplicate (a non-atomic dump) overwrites the same entry.
+            match map.insert(c.cookie, entry(&c), 0) {
+                Ok(()) => cookies.push(c.cookie),
+                Err(e) => failed = Some(e),
+            }
+        }
+    })
+    .map_err(Offer::Dump)?;
+    match failed {
+        Some(e) => Err(Offer::Map(e)),
+        None => Ok(cookies),
+    }
+}
+
 /// Runs the iterator in the calling thread's network namespace.
 fn iterate(prog: &mut Iter) -> std::io::Result<()> {
     let id = prog.attach().map_err(std::io::Error::other)?;
@@ -81,59 +128,44 @@ pub fn adopt_all(ebpf: &mut Ebpf) -> Result<Report, AdoptError> {
     let mut failed = std::collections::HashSet::new();
 
     for pass in 0..2 {
-        // 1. Dump and classify, namespace by namespace.
-        let mut found: Vec<Classified> = Vec::new();
+        let mut offered = 0;
         for ns in &scan.namespaces {
-            match netns::run_in(ns, sockdiag::dump_tcp) {
-                Ok(Ok(socks)) => found.extend(sockdiag::classify(&socks)),
-                Ok(Err(e)) => {
-                    debug!(ns = ns.inode, error = %e, "sock_diag dump failed");
-                    failed.insert(ns.inode);
+            // 1. Offer this namespace's sockets to the kernel, classified
+            //    as the dump streams in.
+            let cookies = {
+                let mut map = adopt_map(ebpf)?;
+                match netns::run_in(ns, || offer(&mut map)) {
+                    Ok(Ok(c)) => c,
+                    Ok(Err(Offer::Map(e))) => return Err(AdoptError::Map(e)),
+                    Ok(Err(Offer::Dump(e))) => {
+                        debug!(ns = ns.inode, error = %e, "sock_diag dump failed");
+                        failed.insert(ns.inode);
+                        continue;
+                    }
+                    Err(e) => {
+                        debug!(ns = ns.inode, error = %e, "cannot enter network namespace");
+                        failed.insert(ns.inode);
+                        continue;
+                    }
                 }
-                Err(e) => {
-                    debug!(ns = ns.inode, error = %e, "cannot enter network namespace");
-                    failed.insert(ns.inode);
-                }
-            }
-        }
-        report.offered += found.len();
+            };
+            offered += cookies.len();
 
-        // 2. Offer them to the kernel.
-        {
-            let map = ebpf.map_mut(names::ADOPT).ok_or_else(|| {
-                AdoptError::Load(LoadError::Pin {
-                    what: "find the adoption map".into(),
-                    message: "missing".into(),
-                })
-            })?;
-            let mut map: HashMap<&mut MapData, u64, AdoptEntry> =
-                HashMap::try_from(map).map_err(AdoptError::Map)?;
-            for c in &found {
-                map.insert(c.cookie, entry(c), 0).map_err(AdoptError::Map)?;
-            }
-        }
-
-        // 3. Let the iterator adopt them, in each namespace.
-        let prog = loader::adoption_iter(ebpf)?;
-        for ns in &scan.namespaces {
-            if failed.contains(&ns.inode) {
-                continue;
-            }
-            let res = run_iter(ns, prog);
-            if let Err(e) = res {
+            // 2. Let the iterator adopt them.
+            let prog = loader::adoption_iter(ebpf)?;
+            if let Err(e) = run_iter(ns, prog) {
                 debug!(ns = ns.inode, error = %e, "adoption iterator failed");
                 failed.insert(ns.inode);
             }
-        }
 
-        // The map is only a hand-over: empty it.
-        let map = ebpf.map_mut(names::ADOPT).expect("checked above");
-        let mut map: HashMap<&mut MapData, u64, AdoptEntry> =
-            HashMap::try_from(map).map_err(AdoptError::Map)?;
-        for c in &found {
-            let _ = map.remove(&c.cookie);
+            // 3. The map is only a hand-over: empty it.
+            let mut map = adopt_map(ebpf)?;
+            for c in &cookies {
+                let _ = map.remove(c);
+            }
         }
-        debug!(pass, offered = found.len(), "adoption pass done");
+        report.offered += offered;
+        debug!(pass, offered, "adoption pass done");
     }
     report.namespaces_failed = failed.len();
     report.elapsed_ms = started.elapsed().as_millis() as u64;

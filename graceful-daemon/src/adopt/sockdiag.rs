@@ -175,15 +175,33 @@ pub enum SockDiagError {
 ///
 /// Blocking; in async code call it from `spawn_blocking`.
 pub fn dump_tcp() -> Result<Vec<TcpSocket>, SockDiagError> {
-    let sock = NlSocket::open()?;
     let mut out = Vec::new();
+    for_each_tcp(ALL_STATES, |s| out.push(s))?;
+    Ok(out)
+}
+
+/// Every TCP state, including states newer than this code (BOUND_INACTIVE).
+pub const ALL_STATES: u32 = u32::MAX;
+
+/// The `idiag_states` bit of a TCP state.
+pub const fn state_bit(state: u8) -> u32 {
+    1 << state
+}
+
+/// Calls `f` with every IPv4 and IPv6 TCP socket of the calling thread's
+/// network namespace whose state is in `states` (a mask of [`state_bit`]s;
+/// the kernel filters), as the dump streams in: nothing is held but one
+/// datagram, so a namespace with a million sockets costs no more memory
+/// than one with ten.
+pub fn for_each_tcp(states: u32, mut f: impl FnMut(TcpSocket)) -> Result<(), SockDiagError> {
+    let sock = NlSocket::open()?;
     let mut buf = vec![0u8; RECV_BUF_LEN];
     // AF_INET6 dumps only return sockets whose own family is AF_INET6 (the
     // kernel filters on sk_family), so the two dumps never overlap.
     for (seq, family) in [(1u32, libc::AF_INET as u8), (2, libc::AF_INET6 as u8)] {
-        sock.dump_family(seq, family, &mut buf, &mut out)?;
+        sock.dump_family(seq, family, states, &mut buf, &mut f)?;
     }
-    Ok(out)
+    Ok(())
 }
 
 fn family_name(family: u8) -> &'static str {
@@ -249,11 +267,12 @@ impl NlSocket {
         &self,
         seq: u32,
         family: u8,
+        states: u32,
         buf: &mut [u8],
-        out: &mut Vec<TcpSocket>,
+        out: &mut impl FnMut(TcpSocket),
     ) -> Result<(), SockDiagError> {
         let name = family_name(family);
-        let req = build_request(seq, family);
+        let req = build_request(seq, family, states);
         // The kernel is netlink port 0; the zeroed sockaddr_nl says so.
         // SAFETY: sockaddr_nl is plain old data; all-zero is valid.
         let mut kernel: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
@@ -336,7 +355,7 @@ impl NlSocket {
 }
 
 /// nlmsghdr + inet_diag_req_v2 asking for every TCP socket of `family`.
-fn build_request(seq: u32, family: u8) -> Vec<u8> {
+fn build_request(seq: u32, family: u8, states: u32) -> Vec<u8> {
     let total = NLMSG_HDRLEN + INET_DIAG_REQ_V2_LEN;
     let mut b = Vec::with_capacity(total);
     // struct nlmsghdr
@@ -350,9 +369,8 @@ fn build_request(seq: u32, family: u8) -> Vec<u8> {
     b.push(libc::IPPROTO_TCP as u8); // sdiag_protocol
     b.push(0); // idiag_ext: the base message + default attrs are enough
     b.push(0); // pad
-               // idiag_states: one bit per TCP state; all ones = every state, including
-               // states newer than this code (e.g. BOUND_INACTIVE).
-    b.extend_from_slice(&u32::MAX.to_ne_bytes());
+               // idiag_states: one bit per TCP state (ALL_STATES: every one).
+    b.extend_from_slice(&states.to_ne_bytes());
     // id: zero = no filtering by address/port/interface. idiag_cookie must
     // be INET_DIAG_NOCOOKIE only for exact lookups, not dumps.
     b.resize(total, 0);
@@ -382,7 +400,7 @@ fn parse_datagram(
     dgram: &[u8],
     seq: u32,
     name: &'static str,
-    out: &mut Vec<TcpSocket>,
+    out: &mut impl FnMut(TcpSocket),
 ) -> Result<Progress, SockDiagError> {
     let malformed = |detail: String| SockDiagError::Malformed { family: name, detail };
     let mut off = 0usize;
@@ -430,7 +448,7 @@ fn parse_datagram(
             }
             NLMSG_OVERRUN => return Err(SockDiagError::Overrun { family: name }),
             SOCK_DIAG_BY_FAMILY => match parse_inet_diag_msg(payload) {
-                Some(sock) => out.push(sock),
+                Some(sock) => out(sock),
                 None => {
                     return Err(malformed(format!(
                         "inet_diag_msg of {} bytes (need {INET_DIAG_MSG_LEN}) or unknown address family {}",
@@ -620,12 +638,16 @@ fn listener_covers(listen: IpAddr, local: IpAddr) -> bool {
 /// - Listeners in other network namespaces are invisible: classify each
 ///   namespace's dump on its own.
 pub fn role_of(sock: &TcpSocket, listeners: &[&TcpSocket]) -> Role {
+    role_among(sock, listeners.iter().copied())
+}
+
+fn role_among<'a>(sock: &TcpSocket, mut listeners: impl Iterator<Item = &'a TcpSocket>) -> Role {
     match sock.state {
         tcp_state::LISTEN => return Role::Listener,
         tcp_state::SYN_SENT => return Role::Outbound,
         _ => {}
     }
-    let inbound = listeners.iter().any(|l| {
+    let inbound = listeners.any(|l| {
         l.state == tcp_state::LISTEN
             && l.local.port() == sock.local.port()
             && listener_covers(l.local.ip(), sock.local.ip())
@@ -647,33 +669,57 @@ pub fn role_of(sock: &TcpSocket, listeners: &[&TcpSocket]) -> Role {
 ///
 /// Duplicate cookies, which a non-atomic dump can produce, are reported once.
 pub fn classify(sockets: &[TcpSocket]) -> Vec<Classified> {
-    let mut by_port: HashMap<u16, Vec<&TcpSocket>> = HashMap::new();
-    for s in sockets.iter().filter(|s| s.state == tcp_state::LISTEN) {
-        by_port.entry(s.local.port()).or_default().push(s);
-    }
+    let c = Classifier::new(sockets.iter().filter(|s| s.state == tcp_state::LISTEN).cloned());
     let mut seen = HashSet::new();
     sockets
         .iter()
-        .filter(|s| {
-            !matches!(
-                s.state,
-                tcp_state::TIME_WAIT | tcp_state::NEW_SYN_RECV | tcp_state::CLOSE | tcp_state::BOUND_INACTIVE
-            )
-        })
-        .filter_map(|s| {
-            let cgroup_id = s.cgroup_id?;
-            if !seen.insert(s.cookie) {
-                return None;
-            }
-            let listeners = by_port.get(&s.local.port()).map_or(&[][..], Vec::as_slice);
-            Some(Classified {
-                cookie: s.cookie,
-                cgroup_id,
-                state: s.state,
-                role: role_of(s, listeners),
-            })
-        })
+        .filter_map(|s| c.classify(s))
+        .filter(|c| seen.insert(c.cookie))
         .collect()
+}
+
+/// The states worth adopting: everything but the mini-sockets and the
+/// never-connected (see [`classify`]).
+pub const ADOPTABLE_STATES: u32 = ALL_STATES
+    & !state_bit(tcp_state::TIME_WAIT)
+    & !state_bit(tcp_state::NEW_SYN_RECV)
+    & !state_bit(tcp_state::CLOSE)
+    & !state_bit(tcp_state::BOUND_INACTIVE);
+
+/// Classifies one socket at a time against a namespace's listeners, so a
+/// dump can be classified as it streams in (dump the listeners first:
+/// `state_bit(tcp_state::LISTEN)`).
+pub struct Classifier {
+    by_port: HashMap<u16, Vec<TcpSocket>>,
+}
+
+impl Classifier {
+    pub fn new(listeners: impl IntoIterator<Item = TcpSocket>) -> Self {
+        let mut by_port: HashMap<u16, Vec<TcpSocket>> = HashMap::new();
+        for l in listeners.into_iter().filter(|s| s.state == tcp_state::LISTEN) {
+            by_port.entry(l.local.port()).or_default().push(l);
+        }
+        Classifier { by_port }
+    }
+
+    /// `s` with its role, or `None` when it is not worth adopting (see
+    /// [`classify`]). Duplicates are the caller's to drop.
+    pub fn classify(&self, s: &TcpSocket) -> Option<Classified> {
+        if matches!(
+            s.state,
+            tcp_state::TIME_WAIT | tcp_state::NEW_SYN_RECV | tcp_state::CLOSE | tcp_state::BOUND_INACTIVE
+        ) {
+            return None;
+        }
+        let cgroup_id = s.cgroup_id?;
+        let listeners = self.by_port.get(&s.local.port()).into_iter().flatten();
+        Some(Classified {
+            cookie: s.cookie,
+            cgroup_id,
+            state: s.state,
+            role: role_among(s, listeners),
+        })
+    }
 }
 
 /// The kernel's socket cookie of an fd, to cross-check the dump's.
@@ -1046,7 +1092,10 @@ mod tests {
         d.extend(nlmsg(SOCK_DIAG_BY_FAMILY, 2, 4, &diag_msg_v4(1, &[]))); // stale seq
         d.extend(nlmsg(NLMSG_DONE, 2, 5, &0i32.to_ne_bytes()));
         let mut out = Vec::new();
-        assert_eq!(parse_datagram(&d, 5, "IPv4", &mut out).unwrap(), Progress::Done);
+        assert_eq!(
+            parse_datagram(&d, 5, "IPv4", &mut |s| out.push(s)).unwrap(),
+            Progress::Done
+        );
         assert_eq!(
             out,
             vec![TcpSocket {
@@ -1068,24 +1117,27 @@ mod tests {
         // Short inet_diag_msg.
         let d = nlmsg(SOCK_DIAG_BY_FAMILY, 2, 1, &[2, 1, 0]);
         assert!(matches!(
-            parse_datagram(&d, 1, "IPv4", &mut out),
+            parse_datagram(&d, 1, "IPv4", &mut |s| out.push(s)),
             Err(SockDiagError::Malformed { .. })
         ));
         // nlmsg_len pointing past the datagram.
         let mut d = nlmsg(NLMSG_DONE, 2, 1, &0i32.to_ne_bytes());
         d[0] = 200;
-        assert!(parse_datagram(&d, 1, "IPv4", &mut out).is_err());
+        assert!(parse_datagram(&d, 1, "IPv4", &mut |s| out.push(s)).is_err());
         // A truncated attribute is ignored, the socket kept without cgroup.
         let bad_attr = [12u8, 0, 21, 0, 1, 2];
         let d = nlmsg(SOCK_DIAG_BY_FAMILY, 2, 1, &diag_msg_v4(3, &bad_attr));
-        assert_eq!(parse_datagram(&d, 1, "IPv4", &mut out).unwrap(), Progress::More);
+        assert_eq!(
+            parse_datagram(&d, 1, "IPv4", &mut |s| out.push(s)).unwrap(),
+            Progress::More
+        );
         assert_eq!(out.last().unwrap().cgroup_id, None);
         // Kernel error with an extended-ack message.
         let mut err = (-libc::ENOENT).to_ne_bytes().to_vec();
         err.extend_from_slice(&nlmsg(SOCK_DIAG_BY_FAMILY, 0, 1, &[])[..NLMSG_HDRLEN]);
         err.extend(rta(NLMSGERR_ATTR_MSG, b"no handler\0"));
         let d = nlmsg(NLMSG_ERROR, NLM_F_CAPPED | NLM_F_ACK_TLVS, 1, &err);
-        let e = parse_datagram(&d, 1, "IPv6", &mut out).unwrap_err();
+        let e = parse_datagram(&d, 1, "IPv6", &mut |s| out.push(s)).unwrap_err();
         let text = e.to_string();
         assert!(
             text.contains("no handler") && text.contains("modprobe tcp_diag"),
@@ -1093,7 +1145,7 @@ mod tests {
         );
         // Trailing garbage shorter than a header is tolerated.
         assert_eq!(
-            parse_datagram(&[1, 2, 3], 1, "IPv4", &mut out).unwrap(),
+            parse_datagram(&[1, 2, 3], 1, "IPv4", &mut |s| out.push(s)).unwrap(),
             Progress::More
         );
     }
@@ -1102,7 +1154,7 @@ mod tests {
         #[test]
         fn parser_never_panics(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..600)) {
             let mut out = Vec::new();
-            let _ = parse_datagram(&bytes, 0, "IPv4", &mut out);
+            let _ = parse_datagram(&bytes, 0, "IPv4", &mut |s| out.push(s));
             let _ = parse_inet_diag_msg(&bytes);
             let _ = ext_ack_message(&bytes, NLM_F_ACK_TLVS);
         }
@@ -1120,7 +1172,7 @@ mod tests {
             }
             d.truncate(cut.min(d.len()));
             let mut out = Vec::new();
-            let _ = parse_datagram(&d, 0, "IPv4", &mut out);
+            let _ = parse_datagram(&d, 0, "IPv4", &mut |s| out.push(s));
         }
     }
 }

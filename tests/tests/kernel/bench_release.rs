@@ -1,5 +1,9 @@
 //! Release latency, measured (not asserted): `cargo xtask bench
-//! release-latency` runs this with `--ignored --nocapture` in release mode.
+//! release-latency` runs these with `--ignored --nocapture` in release mode.
+//!
+//! Also measured: `--after-containers`, from the kill of the container's
+//! last process to the release (the cgroup's `populated 0`, seen through
+//! inotify on its cgroup.events).
 //!
 //! Each drain: a pod's server holds one inbound connection; the drain
 //! starts (drained policy, min 0, settle 0); the app closes the connection;
@@ -16,6 +20,7 @@ use graceful::{
     drain::{
         engine,
         events::Kernel,
+        exits::all_exited,
         policy::{Params, Policy, Reason},
     },
 };
@@ -156,4 +161,58 @@ fn bench_release_latency() {
         p50 / g50,
         p99 / g99
     );
+}
+
+#[test]
+#[ignore = "a benchmark: cargo xtask bench release-latency"]
+fn bench_after_containers_latency() {
+    require_root!();
+    let exits: usize = std::env::var("GRACEFUL_BENCH_EXITS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
+    let mut agent = Agent::new();
+    agent.start();
+    // As above: this bench reads the event ring itself.
+    agent.stop();
+    let sidecar = Cgroup::unique("sidecar");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let kernel = rt.block_on(async { Kernel::open(&PinDir::new(&agent.pin_dir)).unwrap() });
+    let mut ms = Vec::with_capacity(exits);
+    for i in 0..exits {
+        let app = Cgroup::unique("app");
+        let peer = Peer::spawn(&app, None);
+        let params = Params {
+            policy: Policy::Drained,
+            start_ns: monotonic_ns(),
+            min: Duration::ZERO,
+            max: Duration::from_secs(10),
+            settle: Duration::ZERO,
+            quiet: Duration::ZERO,
+        };
+        let cgroups = [sidecar.id()];
+        let dir = app.dir().to_path_buf();
+        let (report, killed) = rt.block_on(async {
+            let exited = async move {
+                if let Err(e) = all_exited(vec![dir]).await {
+                    panic!("watching the app's cgroup: {e}");
+                }
+            };
+            let drain = engine::run(&kernel, &cgroups, params, Some(exited), |_| {});
+            let kill = async {
+                // Let the drain start watching first.
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                let before = monotonic_ns();
+                tokio::task::spawn_blocking(move || peer.kill()).await.unwrap();
+                before
+            };
+            let (r, killed) = tokio::join!(drain, kill);
+            (r.unwrap(), killed)
+        });
+        assert_eq!(report.reason, Reason::ContainersExited, "exit {i}: {report:?}");
+        ms.push(report.release_ns.saturating_sub(killed) as f64 / 1e6);
+    }
+    println!("release latency after the container's exit (--after-containers, from the kill):");
+    let (p50, p99) = summary("graceful (inotify on cgroup.events)", ms);
+    println!("{{\"bench\":\"after-containers-latency\",\"p50_ms\":{p50:.3},\"p99_ms\":{p99:.3}}}");
 }

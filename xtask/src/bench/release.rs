@@ -16,6 +16,9 @@ pub struct Args {
     /// Drains measured through the 1 s poller (each takes up to a second).
     #[arg(long, default_value_t = 30)]
     pub polls: usize,
+    /// `--after-containers` drains: a container killed, the release timed.
+    #[arg(long, default_value_t = 200)]
+    pub exits: usize,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -47,6 +50,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .args(["--ignored", "--nocapture", "--test-threads=1"])
         .env("GRACEFUL_BENCH_DRAINS", args.drains.to_string())
         .env("GRACEFUL_BENCH_POLLS", args.polls.to_string())
+        .env("GRACEFUL_BENCH_EXITS", args.exits.to_string())
         .env("GRACEFUL_BIN", root.join("target/release/graceful"))
         .current_dir(&root)
         .status()?;
