@@ -200,8 +200,11 @@ fn bench_after_containers_latency() {
             };
             let drain = engine::run(&kernel, &cgroups, params, Some(exited), |_| {});
             let kill = async {
-                // Let the drain start watching first.
-                tokio::time::sleep(Duration::from_millis(2)).await;
+                // Let the drain start watching first, and let the kernel's
+                // rate limit on cgroup.events notifications (10 ms after the
+                // previous one, here the process joining the cgroup) pass:
+                // a real container has run far longer than that.
+                tokio::time::sleep(Duration::from_millis(30)).await;
                 let before = monotonic_ns();
                 tokio::task::spawn_blocking(move || peer.kill()).await.unwrap();
                 before
