@@ -108,8 +108,14 @@ impl Node {
             let index = self.index.read().unwrap_or_else(|p| p.into_inner());
             views(&index, counters)
         };
+        let now = k8s_openapi::jiff::Timestamp::now();
         for p in &mut pods {
             p.state = self.state_of(&p.uid);
+            p.since_deletion_s = self
+                .kube
+                .as_ref()
+                .and_then(|k| k.store.get(&p.uid)?.deletion_requested_at())
+                .map(|at| now.duration_since(at).as_secs_f64().max(0.0));
         }
         sort_pods(&mut pods);
         pods

@@ -183,7 +183,7 @@ fn pods_table(pods: &[PodView], wide: bool) -> String {
             n(p.live.inbound_live),
             n(p.live.outbound_live),
             n(p.live.listeners),
-            p.state.as_str().to_string(),
+            state(p),
         ]);
         if wide {
             r.extend([p.cgroup_id.map_or("-".into(), |c| c.to_string()), dash(&p.path)]);
@@ -191,6 +191,14 @@ fn pods_table(pods: &[PodView], wide: bool) -> String {
         rows.push(r);
     }
     table(&rows)
+}
+
+/// STATE, with the time since deletion for a terminating pod.
+fn state(p: &PodView) -> String {
+    match p.since_deletion_s {
+        Some(s) => format!("{} ({s:.1}s)", p.state.as_str()),
+        None => p.state.as_str().to_string(),
+    }
 }
 
 /// `graceful pod`: the pod, then container by container. The `(pod)` row
@@ -204,7 +212,7 @@ fn pod_detail(p: &PodView) -> String {
         ("Namespace", dash(&p.namespace)),
         ("Name", dash(&p.name)),
         ("QoS", p.qos.to_string()),
-        ("State", p.state.as_str().into()),
+        ("State", state(p)),
         (
             "Cgroup",
             format!(
@@ -289,6 +297,7 @@ mod tests {
             name: None,
             qos: QosClass::Burstable,
             state: PodState::Running,
+            since_deletion_s: None,
             live: Live {
                 inbound_live: 5,
                 outbound_live: 0,

@@ -75,6 +75,10 @@ pub struct PodView {
     pub name: Option<String>,
     pub qos: QosClass,
     pub state: PodState,
+    /// Seconds since the pod's deletion was requested, once the API has
+    /// told it (Terminating or Draining); null otherwise.
+    #[serde(default)]
+    pub since_deletion_s: Option<f64>,
     #[serde(flatten)]
     pub live: Live,
     pub containers: Vec<ContainerView>,
@@ -103,6 +107,7 @@ impl PodView {
             name: pod.name.clone(),
             qos: pod.qos,
             state: PodState::Running,
+            since_deletion_s: None,
             live: Live::sum(&pod.cgroups, counters),
             containers: pod
                 .containers

@@ -23,7 +23,7 @@ use graceful::{
     resolver::index::PodIndex,
 };
 use graceful_tests::{
-    agent::Agent,
+    agent::{graceful, Agent},
     cgroup::Cgroup,
     peer::{addr, Peer},
     pod::SimPod,
@@ -533,6 +533,26 @@ fn terminating_pod_is_reported_on_its_last_inbound_close() {
     require_root!();
     let mut s = scene(3);
     s.delete(3);
+    // `graceful pods` (asking the agent) shows it Terminating, named, with
+    // the time since its deletion.
+    let out = graceful(&s.agent.pin_dir, &["pods", "-o", "json"]);
+    let pods: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let p = pods
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["uid"] == s.pod.uid.as_str())
+        .unwrap();
+    assert_eq!(p["state"], "Terminating", "{p}");
+    assert_eq!(p["name"], "checkout-84b7c9d5f6-n7x4r");
+    let since = p["since_deletion_s"].as_f64().unwrap();
+    assert!((0.0..10.0).contains(&since), "{p}");
+    let table =
+        String::from_utf8_lossy(&graceful(&s.agent.pin_dir, &["pods", "-n", "shop"]).stdout).into_owned();
+    assert!(
+        table.contains("checkout-84b7c9d5f6-n7x4r") && table.contains("Terminating ("),
+        "{table}"
+    );
     // The app finishes its connections one by one, 50 ms apart.
     for _ in 0..3 {
         std::thread::sleep(Duration::from_millis(50));
