@@ -37,7 +37,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[i.min(sorted.len() - 1)]
 }
 
-fn summary(name: &str, mut ms: Vec<f64>) -> (f64, f64) {
+pub fn summary(name: &str, mut ms: Vec<f64>) -> (f64, f64) {
     ms.sort_by(|a, b| a.partial_cmp(b).unwrap());
     let (p50, p99) = (percentile(&ms, 0.5), percentile(&ms, 0.99));
     println!(

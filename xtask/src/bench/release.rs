@@ -1,10 +1,13 @@
 //! `cargo xtask bench release-latency`: how long after a pod's last inbound
-//! close the gate releases it, against a sock_diag poller at 1 s, in one run.
+//! close the gate releases it, against a sock_diag poller at 1 s, in one
+//! run; and, in the same run, how long after a container's exit an
+//! `--after-containers` drain is released, and how long after a terminating
+//! pod's last inbound close its report comes.
 //!
-//! The measurement lives with the integration tests
-//! (`tests/tests/kernel/bench_release.rs`, an ignored test), which own the
-//! peers, cgroups and agent it needs; this runs it in release mode and lets
-//! its figures through.
+//! The measurements live with the integration tests (the ignored
+//! `bench_*` tests in `tests/tests/kernel/`), which own the peers, cgroups,
+//! agent and fake API they need; this runs them in release mode and lets
+//! their figures through.
 
 use std::process::Command;
 
@@ -19,6 +22,9 @@ pub struct Args {
     /// `--after-containers` drains: a container killed, the release timed.
     #[arg(long, default_value_t = 200)]
     pub exits: usize,
+    /// Terminating pods (each with its own agent and fake API server).
+    #[arg(long, default_value_t = 50)]
+    pub terminations: usize,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -44,13 +50,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "graceful-tests",
             "--test",
             "kernel",
-            "bench_release",
+            // Every `bench_*` latency measurement: drains, container
+            // exits, terminating reports.
+            "bench_",
             "--",
         ])
         .args(["--ignored", "--nocapture", "--test-threads=1"])
         .env("GRACEFUL_BENCH_DRAINS", args.drains.to_string())
         .env("GRACEFUL_BENCH_POLLS", args.polls.to_string())
         .env("GRACEFUL_BENCH_EXITS", args.exits.to_string())
+        .env("GRACEFUL_BENCH_TERMINATIONS", args.terminations.to_string())
         .env("GRACEFUL_BIN", root.join("target/release/graceful"))
         .current_dir(&root)
         .status()?;
