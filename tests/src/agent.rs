@@ -116,7 +116,9 @@ impl Agent {
         }
         // The local API on a port of its own; the CLI finds the socket
         // through GRACEFUL_API_SOCKET (see [`graceful`]).
-        args.extend(["--api-addr".to_string(), "127.0.0.1:0".to_string()]);
+        if !self.daemon_args.iter().any(|a| a == "--api-addr") {
+            args.extend(["--api-addr".to_string(), "127.0.0.1:0".to_string()]);
+        }
         args.extend(self.daemon_args.iter().cloned());
         let child = Command::new(graceful_bin())
             .args(&args)

@@ -2,7 +2,7 @@
 
 use std::{path::PathBuf, sync::Arc, time::Duration};
 
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use crate::{
     adopt::pass::{adopt_all, Report as AdoptReport},
@@ -198,7 +198,7 @@ async fn serve(
         node,
         resolver: watcher.resolver().clone(),
     });
-    start_api(&args.api_addr, api_socket, api).await?;
+    start_api(&args.api_addr, api_socket, api).await;
     info!("ready");
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
@@ -224,20 +224,30 @@ async fn serve(
     Ok(())
 }
 
-/// Binds the local API's listeners; a busy address or socket path is one
-/// line naming the flag to change.
-async fn start_api(addr: &str, socket: &std::path::Path, api: Arc<Api>) -> anyhow::Result<()> {
+/// Binds the local API's listeners. An address or socket that cannot be
+/// bound is one error line and the agent goes on without it: counting and
+/// drains matter more than the API (the readiness probe, which asks the
+/// API, then says so), and the CLI falls back to the pins.
+async fn start_api(addr: &str, socket: &std::path::Path, api: Arc<Api>) {
     if addr != "off" {
-        let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
-            anyhow::anyhow!("cannot serve the local API on {addr}: {e} (set --api-addr, or `off`)")
-        })?;
-        info!(addr = %listener.local_addr()?, "local API listening");
-        tokio::spawn(api::server::serve(listener, api.clone()));
+        match tokio::net::TcpListener::bind(addr).await {
+            Ok(listener) => {
+                let bound = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
+                info!(addr = %bound, "local API listening");
+                tokio::spawn(api::server::serve(listener, api.clone()));
+            }
+            Err(e) => error!(
+                "cannot serve the local API on {addr}: {e}; going on without it (set --api-addr, or `off`)"
+            ),
+        }
     }
-    let listener = api::server::bind_unix(socket)?;
-    info!(socket = %socket.display(), "local API listening");
-    tokio::spawn(api::server::serve(listener, api));
-    Ok(())
+    match api::server::bind_unix(socket) {
+        Ok(listener) => {
+            info!(socket = %socket.display(), "local API listening");
+            tokio::spawn(api::server::serve(listener, api));
+        }
+        Err(e) => error!("{e:#}; going on without the API socket (the CLI reads the pins instead)"),
+    }
 }
 
 /// Counts each terminating pod's report in the metrics.

@@ -176,3 +176,31 @@ fn doctor_passes_here_and_fails_clearly_without_privileges() {
         "{text}"
     );
 }
+
+#[test]
+fn a_busy_api_address_is_one_line_and_the_agent_serves_on() {
+    require_root!();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let mut agent = Agent::new();
+    agent
+        .daemon_args
+        .extend(["--api-addr".into(), format!("127.0.0.1:{port}")]);
+    agent.start();
+    let log = agent.log_text();
+    let errors: Vec<&str> = log.lines().filter(|l| l.contains("ERROR")).collect();
+    assert_eq!(errors.len(), 1, "{log}");
+    assert!(
+        errors[0].contains(&format!("cannot serve the local API on 127.0.0.1:{port}"))
+            && errors[0].contains("--api-addr"),
+        "{log}"
+    );
+    // Counting and the API socket go on.
+    let out = graceful(&agent.pin_dir, &["pods", "-o", "json"]);
+    assert!(
+        out.status.success() && out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    drop(taken);
+}
