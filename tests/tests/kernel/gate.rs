@@ -36,6 +36,16 @@ pub fn hook(agent: &Agent, cg: &Cgroup, args: &[&str]) -> Child {
     cmd.spawn().unwrap_or_else(|e| panic!("{}: {e}", bin.display()))
 }
 
+/// Waits until the agent holds `n` drains (asking its local API), so what
+/// a test does next happens during them, however slowly the hook started.
+pub fn wait_draining(agent: &Agent, n: usize) {
+    graceful_tests::wait_for(30, "the drain to start", || {
+        let out = graceful_tests::agent::graceful(&agent.pin_dir, &["drains", "-o", "json"]);
+        let v: Value = serde_json::from_slice(&out.stdout).ok()?;
+        (v["active"].as_array()?.len() == n).then_some(())
+    });
+}
+
 /// Waits for the hook; returns its report (its last stdout line) and its output.
 pub fn finish(child: Child) -> (Value, String) {
     let out = child.wait_with_output().unwrap();
@@ -67,6 +77,7 @@ fn released_on_the_last_close_after_endpoint_propagation() {
         pod.container(0),
         &["--min", "0s", "--settle", "100ms", "--max", "20s"],
     );
+    wait_draining(&agent, 1);
     let mut client = Peer::spawn(&lb, Some(&net.a));
     let words = client.cmd(&format!("traffic {} 1500 200 4", addr(&net.b_v4, port)));
     let stopped = started.elapsed();

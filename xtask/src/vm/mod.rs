@@ -6,8 +6,9 @@
 //!    `target/vm/kernels/` (checked against the archive's SHA256) and unpack it.
 //! 2. Build the agent, the test binary, its peer and the guest's `/init`
 //!    static with musl.
-//! 3. Per kernel, write an initramfs (`target/vm/<package>.cpio.gz`) and
-//!    boot it under single-threaded TCG (see `--accel`). The guest's
+//! 3. Per kernel, write an initramfs (`target/vm/<package>.cpio.gz`); boot
+//!    them all at once, each under single-threaded TCG (see `--accel`) on
+//!    a host core of its own. The guest's
 //!    `/init` (`tests/src/bin/graceful-vm-init.rs`) runs the tests one at a
 //!    time and prints `init: success` or `init: failure`: the only verdict.
 //!    A watchdog kills a guest that panics, locks up or outlives
@@ -203,6 +204,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         .chain(args.test_args.iter().cloned())
         .collect(),
     };
+    let mut prepared = Vec::new();
     for k in &kernels {
         let initrd = vm_dir.join(format!("{}.cpio.gz", k.package));
         let t = Instant::now();
@@ -216,17 +218,36 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         );
         let log = logs.join(format!("{}_{}.log", k.package, k.version));
         let label = format!("[{}]", k.spec);
-        let out = qemu::run(&qemu::Guest {
-            accel: &args.accel,
-            kernel: &k.vmlinuz,
-            initrd: &initrd,
-            memory: &args.memory,
-            smp: args.smp,
-            timeout: Duration::from_secs(args.timeout),
-            log: &log,
-            label: &label,
-        })?;
-        rows.push(Row::guest(k, out, &log));
+        prepared.push((k, initrd, log, label));
+    }
+    // The guests at once: each runs single-threaded TCG, one host core
+    // apiece, and their console lines carry their kernel's label.
+    let outcomes: Vec<anyhow::Result<qemu::Outcome>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = prepared
+            .iter()
+            .map(|(k, initrd, log, label)| {
+                let args = &args;
+                scope.spawn(move || {
+                    qemu::run(&qemu::Guest {
+                        accel: &args.accel,
+                        kernel: &k.vmlinuz,
+                        initrd,
+                        memory: &args.memory,
+                        smp: args.smp,
+                        timeout: Duration::from_secs(args.timeout),
+                        log,
+                        label,
+                    })
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
+    for ((k, _, log, _), out) in prepared.iter().zip(outcomes) {
+        rows.push(Row::guest(k, out?, log));
     }
 
     let table = summary(&rows, &args, started.elapsed());
