@@ -13,6 +13,7 @@ mod kube_watch;
 mod pods;
 mod preexisting;
 mod restart;
+mod rollout;
 
 use graceful_tests::{agent::Agent, cgroup::Cgroup, netns::NetNs, oracle};
 
