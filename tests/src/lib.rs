@@ -7,6 +7,7 @@ pub mod netns;
 pub mod oracle;
 pub mod peer;
 pub mod pod;
+pub mod rollout;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 

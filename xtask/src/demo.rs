@@ -25,7 +25,7 @@ use crate::util::{self, output};
 
 mod cgroup;
 pub mod client;
-mod procs;
+pub(crate) mod procs;
 
 use client::Client;
 use procs::Proc;

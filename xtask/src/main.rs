@@ -3,6 +3,7 @@
 //! - `setup`: make this machine ready (Rust bits, bpf-linker, apt packages).
 //! - `test`:  build the agent and run the whole test suite.
 //! - `demo`:  show graceful counting a simulated pod's connections as it drains.
+//! - `rollout`: a rolling replacement behind a real load balancer, three ways.
 //! - `bench`: benchmarks.
 //! - `vm-test`: the integration tests in qemu, on other kernels.
 //! - `docs`: regenerate docs/cli.md from the CLI's definitions.
@@ -12,6 +13,7 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod demo;
 mod docs;
+mod rollout;
 mod setup;
 mod test;
 mod util;
@@ -36,6 +38,16 @@ enum Command {
     },
     /// Run setup, build, then show the agent counting a simulated pod's connections while it drains.
     Demo(demo::Args),
+    /// Run setup, build, then roll N pods behind HAProxy with no preStop hook, with `preStop: sleep 15`
+    /// and with graceful's gate; print failed requests, p99 latency, time per pod termination and total
+    /// rollout time. `cargo xtask rollout --help` lists its flags.
+    #[command(disable_help_flag = true)]
+    Rollout {
+        /// Passed to the simulation: `--pods N --propagation 2s --latency 100ms --sleep 15s --rate 100
+        /// --no-keepalive --modes none,sleep,graceful --json`, `--help`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -56,6 +68,7 @@ fn main() {
         Command::Setup => setup::run().map(|_| 0),
         Command::Test { args } => test::run(&args),
         Command::Demo(args) => demo::run(args).map(|_| 0),
+        Command::Rollout { args } => rollout::run(&args),
         Command::Bench { cmd } => bench::run(cmd).map(|_| 0),
         Command::VmTest(args) => vm::run(args),
         Command::Docs => docs::run_docs().map(|_| 0),

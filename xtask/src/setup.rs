@@ -31,7 +31,7 @@ const APT: &[&[&str]] = &[
     &["procps"],                       // ps, pkill in test scripts
     &["python3"],                      // the demo's HTTP server
     &["nginx-light", "nginx"],         // a real load balancer in tests
-    &["haproxy"],                      // another one
+    &["haproxy"],                      // the load balancer of `cargo xtask rollout`
     &["qemu-system-x86"],              // kernel matrix tests under TCG
     &["busybox-static"],               // the guests' userland
     &["xz-utils"],                     // unpacks the compressed modules of Debian 6.12 kernels (vm-test)

@@ -45,9 +45,5 @@ pub fn run(args: &[String]) -> anyhow::Result<i32> {
         .args(args)
         .env("GRACEFUL_BIN", &bin);
     println!("==> GRACEFUL_BIN={} {}", bin.display(), display(&cmd));
-    let status = util::status(&mut cmd)?;
-    // A signal death has no code: report it the way a shell does.
-    Ok(status
-        .code()
-        .unwrap_or_else(|| 128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0)))
+    Ok(util::exit_code(util::status(&mut cmd)?))
 }

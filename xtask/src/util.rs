@@ -84,6 +84,13 @@ pub fn status(cmd: &mut Command) -> anyhow::Result<ExitStatus> {
     cmd.status().map_err(|e| spawn_error(cmd, e))
 }
 
+/// A command's exit code, or 128 + the signal that killed it, as a shell says.
+pub fn exit_code(status: ExitStatus) -> i32 {
+    status
+        .code()
+        .unwrap_or_else(|| 128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0))
+}
+
 /// Runs `cmd` with inherited stdio; fails unless it exits 0.
 pub fn run(cmd: &mut Command) -> anyhow::Result<()> {
     let st = status(cmd)?;

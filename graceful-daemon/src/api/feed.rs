@@ -17,6 +17,7 @@ use tokio::sync::{broadcast, mpsc};
 
 use super::node::Node;
 use crate::{
+    gate::api::GateEvent,
     kube::{terminating::recv, TerminationReport},
     reply::{line_bytes, ndjson, Body},
     resolver::{counts::PodView, index::Change},
@@ -33,18 +34,25 @@ enum Line<'a> {
 
 pub fn stream(node: Arc<Node>, changes: broadcast::Receiver<Change>) -> http::Response<Body> {
     let (tx, rx) = mpsc::channel::<Bytes>(64);
-    tokio::spawn(run(node, changes, tx));
-    ndjson(rx)
-}
-
-async fn run(node: Arc<Node>, mut changes: broadcast::Receiver<Change>, tx: mpsc::Sender<Bytes>) {
-    use broadcast::error::RecvError::{Closed, Lagged};
-    let mut gate = Some(node.gate.subscribe());
-    let mut terms = node
+    // Subscribed before the response goes out: nothing after it is missed.
+    let gate = Some(node.gate.subscribe());
+    let terms = node
         .kube
         .as_ref()
         .and_then(|k| k.terminations.as_ref())
         .map(|t| t.subscribe());
+    tokio::spawn(run(node, changes, gate, terms, tx));
+    ndjson(rx)
+}
+
+async fn run(
+    node: Arc<Node>,
+    mut changes: broadcast::Receiver<Change>,
+    mut gate: Option<broadcast::Receiver<GateEvent>>,
+    mut terms: Option<broadcast::Receiver<TerminationReport>>,
+    tx: mpsc::Sender<Bytes>,
+) {
+    use broadcast::error::RecvError::{Closed, Lagged};
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last = Bytes::new();

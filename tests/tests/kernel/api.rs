@@ -152,6 +152,11 @@ fn every_endpoint_answers_with_real_counts_and_a_real_drain() {
         })
     };
 
+    // Subscribed once its first snapshot came: what happens next is seen.
+    graceful_tests::wait_for(10, "the stream's first line", || {
+        (!lines.lock().unwrap().is_empty()).then_some(())
+    });
+
     // A drain: held while the connections are open.
     let child = hook(
         &agent,

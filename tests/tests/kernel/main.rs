@@ -15,6 +15,7 @@ mod kube_watch;
 mod pods;
 mod preexisting;
 mod restart;
+mod rollout;
 
 use graceful_tests::{agent::Agent, cgroup::Cgroup, netns::NetNs, oracle};
 
