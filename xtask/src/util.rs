@@ -29,6 +29,26 @@ pub fn target_dir() -> PathBuf {
 pub fn cargo() -> Command {
     let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     cmd.current_dir(workspace_root());
+    // `cargo run` gave us xtask's package variables (CARGO_MANIFEST_DIR,
+    // CARGO_PKG_NAME, ...); build scripts that declare them with
+    // rerun-if-env-changed (ring's does) would rebuild whenever a plain
+    // `cargo build` and a `cargo xtask ...` alternate.
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy();
+        if k.starts_with("CARGO_PKG_")
+            || matches!(
+                k.as_ref(),
+                "CARGO_MANIFEST_DIR"
+                    | "CARGO_MANIFEST_PATH"
+                    | "CARGO_MANIFEST_LINKS"
+                    | "CARGO_CRATE_NAME"
+                    | "CARGO_BIN_NAME"
+                    | "CARGO_PRIMARY_PACKAGE"
+            )
+        {
+            cmd.env_remove(k.as_ref());
+        }
+    }
     cmd
 }
 

@@ -14,7 +14,6 @@
 
 use std::{
     path::{Path, PathBuf},
-    process::Command,
     sync::atomic::{AtomicBool, Ordering},
 };
 
@@ -80,8 +79,7 @@ impl AgentArgs {
         let root = workspace_root();
         if !self.no_build {
             eprintln!("building the agent: cargo build --release -p graceful-daemon");
-            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-            let status = Command::new(cargo)
+            let status = crate::util::cargo()
                 .args(["build", "--release", "-p", "graceful-daemon"])
                 .current_dir(&root)
                 .status()

@@ -9,8 +9,6 @@
 //! agent and fake API they need; this runs them in release mode and lets
 //! their figures through.
 
-use std::process::Command;
-
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Drains measured through graceful.
@@ -29,8 +27,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let root = super::workspace_root();
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let status = Command::new(&cargo)
+    let status = crate::util::cargo()
         .args([
             "build",
             "--release",
@@ -42,7 +39,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .current_dir(&root)
         .status()?;
     anyhow::ensure!(status.success(), "building the agent and the tests failed");
-    let status = Command::new(&cargo)
+    let status = crate::util::cargo()
         .args([
             "test",
             "--release",
