@@ -43,12 +43,54 @@ pub fn api_sock_for(pin_dir: &Path) -> PathBuf {
 /// Runs `graceful ARGS` with this pin dir (and its agent's API socket) and
 /// returns its output.
 pub fn graceful(pin_dir: &Path, args: &[&str]) -> Output {
-    Command::new(graceful_bin())
+    let child = Command::new(graceful_bin())
         .args(args)
         .env("GRACEFUL_PIN_DIR", pin_dir)
         .env("GRACEFUL_API_SOCKET", api_sock_for(pin_dir))
-        .output()
-        .expect("run graceful")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run graceful");
+    output_within(
+        child,
+        std::time::Duration::from_secs(60),
+        &format!("graceful {args:?}"),
+    )
+}
+
+/// The child's output once it exits; a child still running after `limit`
+/// is killed and the test fails saying so, rather than hanging the suite.
+pub fn output_within(mut child: Child, limit: std::time::Duration, what: &str) -> Output {
+    let pipe = |r: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut buf);
+            }
+            buf
+        })
+    };
+    let out = pipe(child.stdout.take().map(|r| Box::new(r) as _));
+    let err = pipe(child.stderr.take().map(|r| Box::new(r) as _));
+    let deadline = std::time::Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for graceful") {
+            break status;
+        }
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            let stderr = String::from_utf8_lossy(&err.join().unwrap_or_default()).into_owned();
+            panic!("{what} did not exit within {limit:?}: {stderr}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    Output {
+        status,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+    }
 }
 
 impl Agent {
@@ -163,12 +205,27 @@ impl Agent {
         }
     }
 
-    /// SIGTERM, and wait.
+    /// SIGTERM, and wait: a minute at most, then kill -9 and fail the test
+    /// (an agent that ignores SIGTERM is a bug; a hung suite hides it).
     pub fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {
             // SAFETY: signalling our own child.
             unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-            let _ = c.wait();
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            while c.try_wait().ok().flatten().is_none() {
+                if std::time::Instant::now() >= deadline {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                    if !std::thread::panicking() {
+                        panic!(
+                            "the agent did not exit within 60 s of SIGTERM: {}",
+                            self.log_text()
+                        );
+                    }
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
         }
     }
 

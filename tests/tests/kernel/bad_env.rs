@@ -140,7 +140,11 @@ fn changed_map_layout_is_detected_not_misread() {
     });
     // SAFETY: signalling our own child.
     unsafe { libc::kill(out.id() as i32, libc::SIGTERM) };
-    let out = out.wait_with_output().unwrap();
+    let out = graceful_tests::agent::output_within(
+        out,
+        std::time::Duration::from_secs(60),
+        "the agent after SIGTERM",
+    );
     assert!(String::from_utf8_lossy(&out.stderr).contains("replacing incompatible pins"));
 }
 
