@@ -17,6 +17,7 @@ pub mod cli;
 pub mod drain;
 pub mod duration;
 pub mod gate;
+pub mod http_conn;
 pub mod kernel;
 pub mod kube;
 pub mod logging;

@@ -1,43 +1,27 @@
 //! The local API's listeners: a TCP address and a unix socket, one task
 //! per connection, the same handlers on both.
 
-use std::{convert::Infallible, path::Path, sync::Arc, time::Duration};
+use std::{os::fd::AsRawFd, path::Path, sync::Arc, time::Duration};
 
-use hyper::{server::conn::http1, service::service_fn};
-use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::{
     io::{AsyncRead, AsyncWrite},
     net::{TcpListener, UnixListener},
 };
-use tracing::{debug, warn};
+use tracing::warn;
 
 use super::routes::{handle, Api};
-
-/// How long a client may take to send its request head.
-const READ_TIMEOUT: Duration = Duration::from_secs(5);
+use crate::http_conn;
 
 fn serve_conn<IO>(api: Arc<Api>, io: IO)
 where
-    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    IO: AsyncRead + AsyncWrite + AsRawFd + Unpin + Send + 'static,
 {
-    tokio::spawn(async move {
-        let svc = service_fn(move |req| {
-            let api = api.clone();
-            async move { Ok::<_, Infallible>(handle(api, req).await) }
-        });
-        let conn = http1::Builder::new()
-            .timer(TokioTimer::new())
-            .header_read_timeout(READ_TIMEOUT)
-            .serve_connection(TokioIo::new(io), svc);
-        if let Err(e) = conn.await {
-            debug!(error = %e, "API connection ended with an error");
-        }
-    });
+    tokio::spawn(http_conn::serve(io, "API", move |req| handle(api.clone(), req)));
 }
 
 /// A listener of either kind.
 pub trait Accept: Send + 'static {
-    type Io: AsyncRead + AsyncWrite + Unpin + Send + 'static;
+    type Io: AsyncRead + AsyncWrite + AsRawFd + Unpin + Send + 'static;
     fn next(&self) -> impl std::future::Future<Output = std::io::Result<Self::Io>> + Send;
 }
 

@@ -4,7 +4,6 @@
 
 use std::{
     collections::{BTreeMap, VecDeque},
-    convert::Infallible,
     path::PathBuf,
     sync::{
         atomic::{AtomicU64, Ordering},
@@ -16,10 +15,8 @@ use std::{
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
-use hyper::{server::conn::http1, service::service_fn};
-use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::{net::UnixListener, sync::broadcast};
-use tracing::{debug, info, warn};
+use tracing::{info, warn};
 
 use super::{
     api::{ActiveDrain, DrainReport, DrainRequest, ErrorBody, GateEvent, Line, Scope, SelfView, MAX_BODY},
@@ -38,11 +35,13 @@ use crate::{
         exits::all_exited,
         policy::{Params, Policy},
     },
+    http_conn,
     reply::{error, json, line_bytes, ndjson, Body},
     resolver::index::{Pod, PodIndex},
 };
 
-/// How long a client may take to send its headers, then its body.
+/// How long a client may take to send its body (its head:
+/// [`http_conn::HEAD_TIMEOUT`], answered with a 408 too).
 pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// Reports kept for `graceful drains`.
 const HISTORY: usize = 1000;
@@ -172,19 +171,9 @@ pub async fn serve(listener: UnixListener, gate: Arc<Gate>) {
         };
         let pid = stream.peer_cred().ok().and_then(|c| c.pid());
         let gate = gate.clone();
-        tokio::spawn(async move {
-            let svc = service_fn(move |req| {
-                let gate = gate.clone();
-                async move { Ok::<_, Infallible>(handle(gate, pid, req).await) }
-            });
-            let conn = http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(READ_TIMEOUT)
-                .serve_connection(TokioIo::new(stream), svc);
-            if let Err(e) = conn.await {
-                debug!(error = %e, "gate connection ended with an error");
-            }
-        });
+        tokio::spawn(http_conn::serve(stream, "gate", move |req| {
+            handle(gate.clone(), pid, req)
+        }));
     }
 }
 

@@ -336,5 +336,14 @@ fn a_pod_sees_only_itself_and_bad_requests_get_clear_4xx_while_drains_go_on() {
         took < Duration::from_secs(8),
         "a stalled client was kept {took:?}"
     );
-    assert!(out.is_empty() || out.starts_with("HTTP/1.1 408"), "{out}");
+    // Told why, in one JSON line, before the close.
+    assert!(out.starts_with("HTTP/1.1 408"), "{out}");
+    let body: Value = serde_json::from_str(out.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("request head not received"),
+        "{out}"
+    );
 }
