@@ -59,3 +59,12 @@ pub fn wait_for<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// The first `name` on `PATH`.
+pub fn which(name: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}

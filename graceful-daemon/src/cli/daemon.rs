@@ -143,6 +143,11 @@ async fn serve(
     args: Args,
 ) -> anyhow::Result<()> {
     use tokio::signal::unix::{signal, SignalKind};
+    // Before anything else, and long before "ready": a SIGTERM that came
+    // in between would meet the default action, or nothing at all where
+    // the parent left it ignored (seen under a VM's init).
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
     let kernel = Kernel::open(&pins)?;
     let watcher = Watcher::spawn(&hier, WatchConfig::default())?;
     let ingress = match Ingress::load(ebpf) {
@@ -200,8 +205,6 @@ async fn serve(
     });
     start_api(&args.api_addr, api_socket, api).await;
     info!("ready");
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
     let mut gc = tokio::time::interval(args.gc_interval);
     gc.tick().await;
     loop {

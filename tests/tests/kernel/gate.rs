@@ -71,14 +71,16 @@ fn released_on_the_last_close_after_endpoint_propagation() {
 
     // The hook starts; the load balancer keeps sending new requests for
     // P = 1.5 s (it hasn't heard of the termination), each taking R = 200 ms.
+    // The client process first: starting one can take longer than a drain
+    // with nothing to wait for (under qemu), and --min covers the rest.
+    let mut client = Peer::spawn(&lb, Some(&net.a));
     let started = Instant::now();
     let child = hook(
         &agent,
         pod.container(0),
-        &["--min", "0s", "--settle", "100ms", "--max", "20s"],
+        &["--min", "1s", "--settle", "100ms", "--max", "20s"],
     );
     wait_draining(&agent, 1);
-    let mut client = Peer::spawn(&lb, Some(&net.a));
     let words = client.cmd(&format!("traffic {} 1500 200 4", addr(&net.b_v4, port)));
     let stopped = started.elapsed();
     let (done, failed): (u64, u64) = (words[0].parse().unwrap(), words[1].parse().unwrap());

@@ -355,7 +355,10 @@ async fn api_away_at_start_then_lost_then_back_names_return() {
     api.push_list(Reply::list(fixture("pods-list.json")));
     api.push_list(Reply::list(fixture("pods-relist.json")));
     eventually("names", || names(&index, WEB).0).await;
-    assert_eq!(store.state(), ApiState::Connected);
+    eventually("connected", || {
+        (store.state() == ApiState::Connected).then_some(())
+    })
+    .await;
     assert_eq!(
         names(&index, DNS).0.as_deref(),
         Some("kube-system/coredns-668d6bf9bc-4lqzs")

@@ -17,6 +17,7 @@ use crate::util::{self, output};
 /// where a kernel has it built in).
 pub const MODULES: &[&str] = &[
     "veth",     // the tests' veth pairs between namespaces
+    "bridge",   // the rollout's node bridge (pulls in stp, llc)
     "tcp_diag", // sock_diag for TCP (pulls in inet_diag): `ss` and the agent's adoption
 ];
 
