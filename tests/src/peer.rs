@@ -131,3 +131,14 @@ pub fn place(cmd: &mut Command, cg: &Cgroup, ns: Option<&NetNs>) {
         });
     }
 }
+
+/// A server in `server` (listening on loopback) holding `n` connections
+/// from a client in `client`, returned once all are accepted.
+pub fn held_connections(server: &Cgroup, client: &Cgroup, n: usize) -> (Peer, Peer) {
+    let mut app = Peer::spawn(server, None);
+    let port = app.listen("127.0.0.1:0", "hold");
+    let mut clients = Peer::spawn(client, None);
+    clients.connect(&addr("127.0.0.1", port), n);
+    crate::wait_for(10, "accepts", || (app.accepted() == n as u64).then_some(()));
+    (app, clients)
+}

@@ -3,17 +3,11 @@
 
 use serde::Serialize;
 
+use super::table::Output;
 use crate::{
     bpf::{counters, paths::PinDir},
     cgroupfs::Hierarchy,
 };
-
-#[derive(Clone, Copy, Debug, Default, clap::ValueEnum)]
-pub enum Output {
-    #[default]
-    Table,
-    Json,
-}
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

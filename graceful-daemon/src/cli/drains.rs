@@ -6,19 +6,12 @@ use serde_json::Value;
 
 use super::{
     client::{self, ClientError},
-    table::table,
+    table::{table, Output},
 };
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum Output {
-    #[default]
-    Table,
-    /// `{"active": [...], "released": [...], "terminating": [...], "terminated": [...]}`.
-    Json,
-}
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
+    /// `json`: `{"active": [...], "released": [...], "terminating": [...], "terminated": [...]}`.
     #[arg(short, long, value_enum, default_value_t = Output::Table)]
     pub output: Output,
 }

@@ -1,4 +1,13 @@
-//! Plain-text tables as kubectl prints them.
+//! Plain-text tables as kubectl prints them, and the table-or-JSON choice
+//! the commands share.
+
+/// `-o table|json`. JSON is a stable contract for scripts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    #[default]
+    Table,
+    Json,
+}
 
 /// Counts as signed: a sum read from several map entries at slightly
 /// different times can be transiently low, and -1 reads better than 2^64-1.

@@ -13,7 +13,7 @@ use graceful_tests::{
     agent::{graceful, Agent},
     cgroup::Cgroup,
     oracle,
-    peer::{addr, Peer},
+    peer::held_connections,
     pod::SimPod,
 };
 use serde_json::Value;
@@ -85,11 +85,7 @@ fn every_endpoint_answers_with_real_counts_and_a_real_drain() {
     agent.start();
     let pod = SimPod::create(1);
     let lb = Cgroup::unique("lb");
-    let mut app = Peer::spawn(pod.container(0), None);
-    let port = app.listen("127.0.0.1:0", "hold");
-    let mut clients = Peer::spawn(&lb, None);
-    clients.connect(&addr("127.0.0.1", port), 4);
-    graceful_tests::wait_for(10, "accepts", || (app.accepted() == 4).then_some(()));
+    let (mut app, _clients) = held_connections(pod.container(0), &lb, 4);
     let app_path = pod.container(0).path().to_string();
     assert_eq!(oracle::view(None, &app_path).inbound_live, 4);
 

@@ -51,30 +51,37 @@ pub fn summary(name: &str, mut ms: Vec<f64>) -> (f64, f64) {
     (p50, p99)
 }
 
+/// A count of `what` from the environment variable `var`, else `default`.
+pub fn count(var: &str, default: usize) -> usize {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Pinned programs with no agent reading their event ring (a ring has one
+/// read position: a running agent would take the very events a bench
+/// waits for), a runtime, and the bench's own handle on the kernel side.
+fn programs_without_agent() -> (Agent, tokio::runtime::Runtime, Kernel) {
+    let mut agent = Agent::new();
+    agent.start();
+    agent.stop();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let kernel = rt.block_on(async { Kernel::open(&PinDir::new(&agent.pin_dir)).unwrap() });
+    (agent, rt, kernel)
+}
+
 #[test]
 #[ignore = "a benchmark: cargo xtask bench release-latency"]
 fn bench_release_latency() {
     require_root!();
-    let drains: usize = std::env::var("GRACEFUL_BENCH_DRAINS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1000);
-    let polls: usize = std::env::var("GRACEFUL_BENCH_POLLS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(30);
-    let mut agent = Agent::new();
-    agent.start();
-    // The programs stay attached and pinned; this test reads the event
-    // ring itself, and a ring has one read position: a running agent
-    // would take the very events the test waits for.
-    agent.stop();
+    let drains = count("GRACEFUL_BENCH_DRAINS", 1000);
+    let polls = count("GRACEFUL_BENCH_POLLS", 30);
+    let (_agent, rt, kernel) = programs_without_agent();
     let (app, lb) = (Cgroup::unique("app"), Cgroup::unique("lb"));
     let mut server = Peer::spawn(&app, None);
     let port = server.listen("127.0.0.1:0", "hold");
     let mut client = Peer::spawn(&lb, None);
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let kernel = rt.block_on(async { Kernel::open(&PinDir::new(&agent.pin_dir)).unwrap() });
 
     // graceful: event-driven release.
     let mut graceful_ms = Vec::with_capacity(drains);
@@ -167,17 +174,9 @@ fn bench_release_latency() {
 #[ignore = "a benchmark: cargo xtask bench release-latency"]
 fn bench_after_containers_latency() {
     require_root!();
-    let exits: usize = std::env::var("GRACEFUL_BENCH_EXITS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(200);
-    let mut agent = Agent::new();
-    agent.start();
-    // As above: this bench reads the event ring itself.
-    agent.stop();
+    let exits = count("GRACEFUL_BENCH_EXITS", 200);
+    let (_agent, rt, kernel) = programs_without_agent();
     let sidecar = Cgroup::unique("sidecar");
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let kernel = rt.block_on(async { Kernel::open(&PinDir::new(&agent.pin_dir)).unwrap() });
     let mut ms = Vec::with_capacity(exits);
     for i in 0..exits {
         let app = Cgroup::unique("app");

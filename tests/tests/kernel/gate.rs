@@ -15,7 +15,7 @@ use graceful_tests::{
     agent::Agent,
     cgroup::Cgroup,
     netns::VethPair,
-    peer::{addr, place, Peer},
+    peer::{addr, held_connections, place, Peer},
     pod::SimPod,
     EVENT_SLACK_MS,
 };
@@ -115,11 +115,7 @@ fn quiet_releases_idle_keepalives_and_drained_hits_the_deadline() {
     agent.start();
     let pod = SimPod::create(1);
     let lb = Cgroup::unique("lb");
-    let mut app = Peer::spawn(pod.container(0), None);
-    let port = app.listen("127.0.0.1:0", "hold");
-    let mut pool = Peer::spawn(&lb, None);
-    pool.connect(&addr("127.0.0.1", port), 20);
-    graceful_tests::wait_for(10, "accepts", || (app.accepted() == 20).then_some(()));
+    let (_app, mut pool) = held_connections(pod.container(0), &lb, 20);
 
     let child = hook(
         &agent,

@@ -7,7 +7,7 @@ use graceful::bpf::loader::monotonic_ns;
 use graceful_tests::{
     agent::Agent,
     cgroup::Cgroup,
-    peer::{addr, Peer},
+    peer::{addr, held_connections, Peer},
     pod::SimPod,
     EVENT_SLACK_MS,
 };
@@ -24,11 +24,7 @@ fn a_sidecar_with_scope_pod_is_held_until_the_app_has_drained() {
     agent.start();
     let pod = SimPod::create(2); // 0: the app, 1: a policy-engine sidecar
     let lb = Cgroup::unique("lb");
-    let mut app = Peer::spawn(pod.container(0), None);
-    let port = app.listen("127.0.0.1:0", "hold");
-    let mut clients = Peer::spawn(&lb, None);
-    clients.connect(&addr("127.0.0.1", port), 4);
-    graceful_tests::wait_for(10, "accepts", || (app.accepted() == 4).then_some(()));
+    let (mut app, _clients) = held_connections(pod.container(0), &lb, 4);
 
     let started = Instant::now();
     let sidecar = hook(

@@ -6,7 +6,7 @@
 use graceful_tests::{
     agent::{graceful, Agent},
     cgroup::Cgroup,
-    peer::{addr, Peer},
+    peer::held_connections,
     pod::SimPod,
 };
 use serde_json::Value;
@@ -15,7 +15,7 @@ use crate::{
     gate::{finish, hook},
     kube_watch::{
         fake_api::{FakeApi, Reply},
-        fill, fixture, NODE,
+        fill, fixture, with_api,
     },
     require_root,
 };
@@ -39,14 +39,8 @@ fn annotations_override_flags_and_the_grace_period_bounds_the_deadline() {
     });
     let api = rt.block_on(FakeApi::start());
     api.push_list(Reply::list(list.to_string()));
-    let kc = api.kubeconfig(&std::env::temp_dir());
     let mut agent = Agent::with_gate();
-    agent.daemon_args = vec![
-        "--kubeconfig".into(),
-        kc.display().to_string(),
-        "--node-name".into(),
-        NODE.into(),
-    ];
+    with_api(&mut agent, &api);
     agent.start();
     graceful_tests::wait_for(10, "the pod's name from the API", || {
         let out = graceful(&agent.pin_dir, &["pod", &pod.uid, "-o", "json"]);
@@ -57,11 +51,7 @@ fn annotations_override_flags_and_the_grace_period_bounds_the_deadline() {
     // Idle keep-alive connections: `drained` (the flag) would wait for the
     // deadline; `quiet` (the annotation) releases after its window.
     let lb = Cgroup::unique("lb");
-    let mut app = Peer::spawn(pod.container(0), None);
-    let port = app.listen("127.0.0.1:0", "hold");
-    let mut clients = Peer::spawn(&lb, None);
-    clients.connect(&addr("127.0.0.1", port), 3);
-    graceful_tests::wait_for(10, "accepts", || (app.accepted() == 3).then_some(()));
+    let (_app, _clients) = held_connections(pod.container(0), &lb, 3);
     let child = hook(
         &agent,
         pod.container(0),

@@ -393,6 +393,17 @@ async fn api_away_at_start_then_lost_then_back_names_return() {
 }
 
 /// Fills the terminating fixtures' placeholders with the simulated pod's.
+/// Points `agent` at the fake API, as the node the recorded pods are on.
+pub fn with_api(agent: &mut Agent, api: &FakeApi) {
+    let kc = api.kubeconfig(&std::env::temp_dir());
+    agent.daemon_args.extend([
+        "--kubeconfig".into(),
+        kc.display().to_string(),
+        "--node-name".into(),
+        NODE.into(),
+    ]);
+}
+
 pub fn fill(text: &str, pod: &SimPod, deletion: Option<Timestamp>) -> String {
     let mut t = text
         .replace("{{POD_UID}}", &pod.uid)
@@ -441,14 +452,8 @@ fn scene(n: usize) -> Scene {
         &pod,
         None,
     )));
-    let kc = api.kubeconfig(&std::env::temp_dir());
     let mut agent = Agent::new();
-    agent.daemon_args = vec![
-        "--kubeconfig".into(),
-        kc.display().to_string(),
-        "--node-name".into(),
-        NODE.into(),
-    ];
+    with_api(&mut agent, &api);
     agent.start();
     let lb = Cgroup::unique("lb");
     let mut app = Peer::spawn(pod.container(0), None);
@@ -538,10 +543,7 @@ impl Scene {
 #[ignore = "a benchmark: cargo xtask bench release-latency"]
 fn bench_terminating_report_latency() {
     require_root!();
-    let n: usize = std::env::var("GRACEFUL_BENCH_TERMINATIONS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(50);
+    let n = crate::bench_release::count("GRACEFUL_BENCH_TERMINATIONS", 50);
     let mut ms = Vec::with_capacity(n);
     for _ in 0..n {
         let mut s = scene(1);
@@ -651,14 +653,8 @@ fn the_agent_logs_the_api_once_per_state_change_and_keeps_running() {
         .unwrap();
     let mut api = rt.block_on(FakeApi::start_on(addr));
     api.stop();
-    let kc = api.kubeconfig(&std::env::temp_dir());
     let mut agent = Agent::new();
-    agent.daemon_args = vec![
-        "--kubeconfig".into(),
-        kc.display().to_string(),
-        "--node-name".into(),
-        NODE.into(),
-    ];
+    with_api(&mut agent, &api);
     agent.start();
     let count = |agent: &Agent, what: &str| agent.log_text().lines().filter(|l| l.contains(what)).count();
     // Retries at 0.5, 1, 2 s...: one line for all of them, none from kube-rs.
