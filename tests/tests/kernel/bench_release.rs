@@ -71,6 +71,18 @@ fn programs_without_agent() -> (Agent, tokio::runtime::Runtime, Kernel) {
     (agent, rt, kernel)
 }
 
+/// Drained, starting now, nothing to wait for but the event itself.
+fn immediate() -> Params {
+    Params {
+        policy: Policy::Drained,
+        start_ns: monotonic_ns(),
+        min: Duration::ZERO,
+        max: Duration::from_secs(10),
+        settle: Duration::ZERO,
+        quiet: Duration::ZERO,
+    }
+}
+
 #[test]
 #[ignore = "a benchmark: cargo xtask bench release-latency"]
 fn bench_release_latency() {
@@ -88,14 +100,7 @@ fn bench_release_latency() {
     for i in 0..drains {
         client.connect(&addr("127.0.0.1", port), 1);
         graceful_tests::wait_for(10, "accept", || (server.accepted() == i as u64 + 1).then_some(()));
-        let params = Params {
-            policy: Policy::Drained,
-            start_ns: monotonic_ns(),
-            min: Duration::ZERO,
-            max: Duration::from_secs(10),
-            settle: Duration::ZERO,
-            quiet: Duration::ZERO,
-        };
+        let params = immediate();
         let cgroups = [app.id()];
         let report = rt.block_on(async {
             let drain = engine::run(
@@ -181,14 +186,7 @@ fn bench_after_containers_latency() {
     for i in 0..exits {
         let app = Cgroup::unique("app");
         let peer = Peer::spawn(&app, None);
-        let params = Params {
-            policy: Policy::Drained,
-            start_ns: monotonic_ns(),
-            min: Duration::ZERO,
-            max: Duration::from_secs(10),
-            settle: Duration::ZERO,
-            quiet: Duration::ZERO,
-        };
+        let params = immediate();
         let cgroups = [sidecar.id()];
         let dir = app.dir().to_path_buf();
         let (report, killed) = rt.block_on(async {
