@@ -40,10 +40,13 @@ const DNS: &str = "c41f0a77-2e9d-4b36-a1c8-5f6e7d8c9b0a";
 const WORKER: &str = "3e8b1d04-9c2a-4f57-b6e3-8a0d1c2b3f4e";
 const API: &str = "9f2c4e6a-1b3d-4a5c-8e7f-0a1b2c3d4e5f";
 
+/// A recorded payload from tests/fixtures/k8s (or `$GRACEFUL_FIXTURES/k8s`,
+/// where the qemu guests put them).
 pub fn fixture(name: &str) -> String {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/k8s")
-        .join(name);
+    let root = std::env::var_os("GRACEFUL_FIXTURES")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures"));
+    let p = root.join("k8s").join(name);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 

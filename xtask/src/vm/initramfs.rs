@@ -29,6 +29,8 @@ pub const GRACEFUL: &str = "/usr/local/bin/graceful";
 const WAIT: &str = "/usr/local/bin/graceful-wait";
 pub const PEER: &str = "/usr/local/bin/graceful-peer";
 pub const TESTS: &str = "/usr/local/bin/graceful-kernel-tests";
+/// Where the guest finds `tests/fixtures` (its `GRACEFUL_FIXTURES`).
+pub const FIXTURES: &str = "/usr/share/graceful-tests/fixtures";
 const PATH: &str = "/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// What the guest's `/init` runs.
@@ -62,11 +64,12 @@ pub fn userland(bins: &Binaries) -> anyhow::Result<Archive> {
     a.file(PEER, &bins.peer)?;
     a.file(TESTS, &bins.tests)?;
 
-    // Tests read fixtures at run time from the path cargo compiled in
-    // (`env!("CARGO_MANIFEST_DIR")`): mirror them at that same path.
+    // Tests read fixtures at run time, from $GRACEFUL_FIXTURES when set
+    // (the guest sets it to FIXTURES): not from the checkout's path, which
+    // may lie under /tmp, where the guest mounts a fresh tmpfs.
     let fixtures = util::workspace_root().join("tests/fixtures");
     if fixtures.is_dir() {
-        add_tree(&mut a, &fixtures)?;
+        add_tree(&mut a, &fixtures, Path::new(FIXTURES))?;
     }
 
     let busybox = which("busybox")?;
@@ -121,13 +124,15 @@ pub fn finish(mut a: Archive, kernel: &Kernel, run: &Run, out: &Path) -> anyhow:
 }
 
 /// Every file below `dir`, at the same absolute path inside the image.
-fn add_tree(a: &mut Archive, dir: &Path) -> anyhow::Result<()> {
+/// Adds the files under `dir` at the same places under `inside`.
+fn add_tree(a: &mut Archive, dir: &Path, inside: &Path) -> anyhow::Result<()> {
     for entry in std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
         let path = entry?.path();
+        let there = inside.join(path.file_name().expect("a directory entry has a name"));
         if path.is_dir() {
-            add_tree(a, &path)?;
+            add_tree(a, &path, &there)?;
         } else {
-            a.file(&path.to_string_lossy(), &path)?;
+            a.file(&there.to_string_lossy(), &path)?;
         }
     }
     Ok(())

@@ -193,6 +193,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         env: vec![
             ("GRACEFUL_BIN".into(), initramfs::GRACEFUL.into()),
             ("GRACEFUL_PEER_BIN".into(), initramfs::PEER.into()),
+            ("GRACEFUL_FIXTURES".into(), initramfs::FIXTURES.into()),
             ("GRACEFUL_CHURN_SCALE".into(), args.churn_scale.to_string()),
             ("RUST_BACKTRACE".into(), "1".into()),
             // Tests that need a userland component the bare guest lacks
