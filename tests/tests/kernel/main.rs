@@ -19,7 +19,14 @@ mod rollout;
 
 use graceful_tests::{agent::Agent, cgroup::Cgroup, netns::NetNs, oracle};
 
-/// Skips (loudly) when not root: these tests load eBPF programs.
+/// Kernel tests run one at a time. Each loads its own agent and programs,
+/// and several drive heavy TCP churn: side by side they slow each other
+/// past the agents' timers (a garbage collection in the middle of a churn)
+/// and blur what a failure means.
+pub static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Skips (loudly) when not root: these tests load eBPF programs. Holds
+/// [`SERIAL`] for the rest of the test.
 #[macro_export]
 macro_rules! require_root {
     () => {
@@ -30,6 +37,7 @@ macro_rules! require_root {
             );
             return;
         }
+        let _serial = $crate::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     };
 }
 
