@@ -73,7 +73,30 @@ pub fn settle(agent: &Agent, cgroups: &[&Cgroup], namespaces: &[Option<&NetNs>])
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     panic!(
-        "agent counts never matched the kernel's:{last}\nagent log:\n{}",
+        "agent counts never matched the kernel's:{last}\nthe programs' own figures:\n{}\nagent log:\n{}",
+        kernel_figures(agent),
         agent.log_text()
     );
+}
+
+/// The kernel programs' counters (storage failures, untracked sockets,
+/// underflows, lost events...) from the agent's `/metrics`, for a failure
+/// message: they tell a miscount's cause.
+fn kernel_figures(agent: &Agent) -> String {
+    let Ok(s) = std::os::unix::net::UnixStream::connect(agent.api_sock()) else {
+        return "(the agent's API is not answering)".into();
+    };
+    let Ok(mut r) = graceful_wait::http::get(s, "/metrics", Some(std::time::Duration::from_secs(5))) else {
+        return "(no answer from /metrics)".into();
+    };
+    let mut out = String::new();
+    while let Ok(Some(l)) = r.next_line() {
+        if l.starts_with("graceful_kernel")
+            || l.starts_with("graceful_adopted")
+            || l.starts_with("graceful_map_entries")
+        {
+            out.push_str(&format!("  {l}\n"));
+        }
+    }
+    out
 }
