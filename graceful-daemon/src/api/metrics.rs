@@ -27,6 +27,8 @@ use prometheus_client::{
     registry::Registry,
 };
 
+use graceful_common::{MAX_CGROUPS, MAX_WATCH};
+
 use super::node::Node;
 use crate::{
     drain::{engine::Report, policy::Reason},
@@ -203,48 +205,68 @@ impl Collector for Live {
             MetricType::Gauge,
             &pod_rows(|p| p.outbound),
         )?;
-        gauge(
-            &mut e,
-            "pods",
-            "Pods with cgroups on this node",
-            snap.pod_count as i64,
-        )?;
-        gauge(
-            &mut e,
-            "pods_unlabelled",
-            "Pods summed into the pod=\"_other\" series (over --metrics-max-pods)",
-            snap.unlabelled as i64,
-        )?;
-        gauge(
-            &mut e,
-            "drains_active",
-            "Drains in progress",
-            snap.drains_active as i64,
-        )?;
-        gauge(
-            &mut e,
-            "terminating_watched",
-            "Terminating pods whose inbound connections are being watched to zero",
-            snap.terminating as i64,
-        )?;
-        counter(
-            &mut e,
-            "kernel_events",
-            "TCP state changes the kernel programs handled",
-            snap.kernel.events,
-        )?;
-        counter(
-            &mut e,
-            "kernel_untracked",
-            "State changes of sockets never seen start (older than the programs and not adopted)",
-            snap.kernel.untracked,
-        )?;
-        counter(
-            &mut e,
-            "adopted_sockets",
-            "Sockets adopted from before the programs were attached",
-            snap.kernel.adopted,
-        )?;
+        let gauges: [(&str, &str, u64); 9] = [
+            ("pods", "Pods with cgroups on this node", snap.pod_count as u64),
+            (
+                "pods_unlabelled",
+                "Pods summed into the pod=\"_other\" series (over --metrics-max-pods)",
+                snap.unlabelled as u64,
+            ),
+            ("drains_active", "Drains in progress", snap.drains_active as u64),
+            (
+                "terminating_watched",
+                "Terminating pods whose inbound connections are being watched to zero",
+                snap.terminating as u64,
+            ),
+            (
+                "adoption_namespaces",
+                "Network namespaces adopted from at start-up",
+                snap.adoption.namespaces as u64,
+            ),
+            (
+                "adoption_namespaces_failed",
+                "Network namespaces that could not be read at start-up",
+                snap.adoption.namespaces_failed as u64,
+            ),
+            (
+                "adoption_sockets_offered",
+                "Sockets offered to the adoption iterator at start-up",
+                snap.adoption.offered as u64,
+            ),
+            (
+                "adoption_milliseconds",
+                "How long start-up adoption took",
+                snap.adoption.elapsed_ms,
+            ),
+            (
+                "kube_api_connected",
+                "1 while the pod watch is connected to the Kubernetes API (0 when lost or standalone)",
+                snap.api_connected as u64,
+            ),
+        ];
+        for (name, help, v) in gauges {
+            gauge(&mut e, name, help, v as i64)?;
+        }
+        let counters: [(&str, &str, u64); 3] = [
+            (
+                "kernel_events",
+                "TCP state changes the kernel programs handled",
+                snap.kernel.events,
+            ),
+            (
+                "kernel_untracked",
+                "State changes of sockets never seen start (older than the programs and not adopted)",
+                snap.kernel.untracked,
+            ),
+            (
+                "adopted_sockets",
+                "Sockets adopted from before the programs were attached",
+                snap.kernel.adopted,
+            ),
+        ];
+        for (name, help, v) in counters {
+            counter(&mut e, name, help, v)?;
+        }
         labelled(
             &mut e,
             "kernel_errors",
@@ -273,39 +295,9 @@ impl Collector for Live {
             "Capacity of the pinned maps",
             MetricType::Gauge,
             &[
-                (label("map", "counters"), snap.counters_capacity),
-                (label("map", "watch"), snap.watch_capacity),
+                (label("map", "counters"), u64::from(MAX_CGROUPS)),
+                (label("map", "watch"), u64::from(MAX_WATCH)),
             ],
-        )?;
-        gauge(
-            &mut e,
-            "adoption_namespaces",
-            "Network namespaces adopted from at start-up",
-            snap.adoption.namespaces as i64,
-        )?;
-        gauge(
-            &mut e,
-            "adoption_namespaces_failed",
-            "Network namespaces that could not be read at start-up",
-            snap.adoption.namespaces_failed as i64,
-        )?;
-        gauge(
-            &mut e,
-            "adoption_sockets_offered",
-            "Sockets offered to the adoption iterator at start-up",
-            snap.adoption.offered as i64,
-        )?;
-        gauge(
-            &mut e,
-            "adoption_milliseconds",
-            "How long start-up adoption took",
-            snap.adoption.elapsed_ms as i64,
-        )?;
-        gauge(
-            &mut e,
-            "kube_api_connected",
-            "1 while the pod watch is connected to the Kubernetes API (0 when lost or standalone)",
-            snap.api_connected as i64,
         )
     }
 }

@@ -7,7 +7,7 @@ use std::{
     sync::{Arc, RwLock},
 };
 
-use graceful_common::{stat, CgroupCounters, MAX_CGROUPS, MAX_WATCH};
+use graceful_common::{stat, CgroupCounters};
 use serde::Serialize;
 
 use crate::{
@@ -81,9 +81,7 @@ pub struct MetricsSnapshot {
     pub terminating: usize,
     pub kernel: KernelFigures,
     pub counters_entries: u64,
-    pub counters_capacity: u64,
     pub watch_entries: u64,
-    pub watch_capacity: u64,
     pub adoption: AdoptReport,
     pub api_connected: bool,
 }
@@ -226,9 +224,7 @@ impl Node {
             terminating: terminations.map(|t| t.all_watching().len()).unwrap_or(0),
             kernel,
             counters_entries: counters.len() as u64,
-            counters_capacity: MAX_CGROUPS as u64,
             watch_entries,
-            watch_capacity: MAX_WATCH as u64,
             adoption: self.adoption.clone(),
             api_connected: self.kube_api() == "connected",
         }
