@@ -59,6 +59,23 @@ pub fn graceful(pin_dir: &Path, args: &[&str]) -> Output {
     )
 }
 
+/// The child's exit status, or `None` if it still ran after `limit` (it
+/// is then killed and reaped).
+fn wait_within(child: &mut Child, limit: std::time::Duration) -> Option<std::process::ExitStatus> {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().expect("wait for a child") {
+            return Some(status);
+        }
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
 /// The child's output once it exits; a child still running after `limit`
 /// is killed and the test fails saying so, rather than hanging the suite.
 pub fn output_within(mut child: Child, limit: std::time::Duration, what: &str) -> Output {
@@ -73,18 +90,9 @@ pub fn output_within(mut child: Child, limit: std::time::Duration, what: &str) -
     };
     let out = pipe(child.stdout.take().map(|r| Box::new(r) as _));
     let err = pipe(child.stderr.take().map(|r| Box::new(r) as _));
-    let deadline = std::time::Instant::now() + limit;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for graceful") {
-            break status;
-        }
-        if std::time::Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            let stderr = String::from_utf8_lossy(&err.join().unwrap_or_default()).into_owned();
-            panic!("{what} did not exit within {limit:?}: {stderr}");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
+    let Some(status) = wait_within(&mut child, limit) else {
+        let stderr = String::from_utf8_lossy(&err.join().unwrap_or_default()).into_owned();
+        panic!("{what} did not exit within {limit:?}: {stderr}");
     };
     Output {
         status,
@@ -211,20 +219,12 @@ impl Agent {
         if let Some(mut c) = self.child.take() {
             // SAFETY: signalling our own child.
             unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-            while c.try_wait().ok().flatten().is_none() {
-                if std::time::Instant::now() >= deadline {
-                    let _ = c.kill();
-                    let _ = c.wait();
-                    if !std::thread::panicking() {
-                        panic!(
-                            "the agent did not exit within 60 s of SIGTERM: {}",
-                            self.log_text()
-                        );
-                    }
-                    return;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(10));
+            if wait_within(&mut c, std::time::Duration::from_secs(60)).is_none() && !std::thread::panicking()
+            {
+                panic!(
+                    "the agent did not exit within 60 s of SIGTERM: {}",
+                    self.log_text()
+                );
             }
         }
     }
