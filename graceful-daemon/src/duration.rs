@@ -47,12 +47,13 @@ pub fn parse(s: &str) -> Result<Duration, String> {
     Ok(total)
 }
 
-/// `1.234s`, `250ms`: how durations are printed back.
+/// `30s`, `1.5s`, `500ms`: durations printed back as people write them
+/// (to the millisecond; tenths of a second above one second).
 pub fn format(d: Duration) -> String {
-    if d < Duration::from_secs(1) {
-        format!("{}ms", d.as_millis())
-    } else {
-        format!("{:.3}s", d.as_secs_f64())
+    match d.as_millis() {
+        m if m % 1000 == 0 => format!("{}s", m / 1000),
+        m if m < 1000 => format!("{m}ms"),
+        m => format!("{:.1}s", m as f64 / 1000.0),
     }
 }
 
@@ -72,5 +73,14 @@ mod tests {
         assert!(parse("5x").is_err());
         assert!(parse("ms").is_err());
         assert!(parse("1e300h").is_err());
+        for (ms, text) in [
+            (30_000, "30s"),
+            (1500, "1.5s"),
+            (500, "500ms"),
+            (0, "0s"),
+            (4230, "4.2s"),
+        ] {
+            assert_eq!(format(Duration::from_millis(ms)), text);
+        }
     }
 }

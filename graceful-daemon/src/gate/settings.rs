@@ -132,13 +132,8 @@ fn containers(s: &str) -> Result<Vec<String>, String> {
     Ok(v)
 }
 
-/// `30s`, `1.5s`, `500ms`: as people write them in annotations.
 fn secs(ms: u64) -> String {
-    match ms {
-        m if m % 1000 == 0 => format!("{}s", m / 1000),
-        m if m < 1000 => format!("{m}ms"),
-        m => format!("{:.1}s", m as f64 / 1000.0),
-    }
+    duration::format(Duration::from_millis(ms))
 }
 
 /// The settings in effect for `req` from the pod described by `facts`.
