@@ -87,12 +87,10 @@ pub struct MetricsSnapshot {
 }
 
 impl Node {
+    /// Every cgroup's counters, from the map the agent holds open (no
+    /// re-open and layout check per request, stream tick or scrape).
     fn counters(&self) -> BTreeMap<u64, CgroupCounters> {
-        counters::read_all(&self.pins).unwrap_or_else(|e| {
-            self.gate.metrics.error("read_counters");
-            tracing::warn!(error = %e, "cannot read the counters map");
-            BTreeMap::new()
-        })
+        self.gate.kernel.counters.all()
     }
 
     /// Every pod with its counts and state, in namespace, name, uid order.

@@ -105,6 +105,12 @@ impl Counters {
     pub fn get(&self, cgroup: u64) -> CgroupCounters {
         self.map.get(&cgroup, 0).unwrap_or_default()
     }
+
+    /// Every cgroup's counters. An entry deleted while iterating is
+    /// skipped, not an error.
+    pub fn all(&self) -> std::collections::BTreeMap<u64, CgroupCounters> {
+        self.map.iter().flatten().collect()
+    }
 }
 
 /// Starts the task that reads the event ring and broadcasts each event.
