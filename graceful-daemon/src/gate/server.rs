@@ -201,23 +201,29 @@ async fn handle(gate: Arc<Gate>, pid: Option<i32>, req: Request<hyper::body::Inc
 
 /// The caller's pod, from the watcher's index, or from a fresh walk for a
 /// container started a moment ago that the watcher has not filed yet.
-fn pod_of(gate: &Gate, caller: &Caller) -> Option<Pod> {
+fn pod_of(gate: &Gate, caller: &Caller) -> Result<Pod, String> {
     if let Some(p) = gate
         .index
         .read()
         .unwrap_or_else(|p| p.into_inner())
         .pod(&caller.pod)
     {
-        return Some(p.clone());
+        return Ok(p.clone());
     }
-    PodIndex::build(&gate.hier).pod(&caller.pod).cloned()
+    PodIndex::build(&gate.hier)
+        .pod(&caller.pod)
+        .cloned()
+        .ok_or_else(|| format!("pod {} has no cgroups on this node", caller.pod))
 }
 
 /// The cgroups a drain of `scope` by `caller` counts, and the directory of
 /// the scope's top cgroup (where the ingress program goes).
-fn scope_of(gate: &Gate, caller: &Caller, scope: Scope) -> Result<(Vec<u64>, Option<PathBuf>), String> {
-    let pod =
-        pod_of(gate, caller).ok_or_else(|| format!("pod {} has no cgroups on this node", caller.pod))?;
+fn scope_of(
+    gate: &Gate,
+    pod: &Pod,
+    caller: &Caller,
+    scope: Scope,
+) -> Result<(Vec<u64>, Option<PathBuf>), String> {
     match scope {
         Scope::Pod => Ok((
             pod.cgroups.iter().copied().collect(),
@@ -236,7 +242,8 @@ fn scope_of(gate: &Gate, caller: &Caller, scope: Scope) -> Result<(Vec<u64>, Opt
 }
 
 fn self_view(gate: &Gate, caller: &Caller) -> Response<Body> {
-    let cgroups = match scope_of(gate, caller, Scope::Pod) {
+    let scope = pod_of(gate, caller).and_then(|pod| scope_of(gate, &pod, caller, Scope::Pod));
+    let cgroups = match scope {
         Ok((c, _)) => c,
         Err(e) => return error(StatusCode::NOT_FOUND, e),
     };
@@ -308,11 +315,17 @@ async fn drain(gate: Arc<Gate>, caller: Caller, req: Request<hyper::body::Incomi
     if let Some(api) = &gate.pod_api {
         api.misconfigured(&caller.pod, facts.container.as_deref(), &acc.warnings);
     }
-    let (cgroups, scope_dir) = match scope_of(&gate, &caller, acc.scope) {
+    // Looked up once: for a pod the watcher has not filed yet, this walks
+    // the cgroup tree.
+    let pod = match pod_of(&gate, &caller) {
+        Ok(p) => p,
+        Err(e) => return error(StatusCode::NOT_FOUND, e),
+    };
+    let (cgroups, scope_dir) = match scope_of(&gate, &pod, &caller, acc.scope) {
         Ok(c) => c,
         Err(e) => return error(StatusCode::NOT_FOUND, e),
     };
-    let exit_dirs = match after_dirs(&gate, &caller, &acc.after_containers) {
+    let exit_dirs = match after_dirs(&gate, &pod, &caller, &acc.after_containers) {
         Ok(d) => d,
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
@@ -409,12 +422,7 @@ async fn drain(gate: Arc<Gate>, caller: Caller, req: Request<hyper::body::Incomi
 /// The cgroup directories of the containers named in `--after-containers`:
 /// by name (once the Kubernetes API has told them) or by id (a prefix of
 /// at least 12 characters, as `crictl ps` shows them).
-fn after_dirs(gate: &Gate, caller: &Caller, wanted: &[String]) -> Result<Vec<PathBuf>, String> {
-    if wanted.is_empty() {
-        return Ok(Vec::new());
-    }
-    let pod =
-        pod_of(gate, caller).ok_or_else(|| format!("pod {} has no cgroups on this node", caller.pod))?;
+fn after_dirs(gate: &Gate, pod: &Pod, caller: &Caller, wanted: &[String]) -> Result<Vec<PathBuf>, String> {
     let mut dirs = Vec::new();
     for w in wanted {
         let found = pod.containers.iter().find(|c| {
