@@ -15,7 +15,7 @@ use std::{
 
 use anyhow::{bail, Context as _};
 
-use crate::util::{self, display, output};
+use crate::util::{self, output};
 
 /// The eBPF side builds with this toolchain (it needs `-Z build-std`).
 pub const NIGHTLY: &str = "nightly";
@@ -71,19 +71,8 @@ fn cargo_fuzz() -> anyhow::Result<()> {
         CARGO_FUZZ_VERSION,
         "--root",
     ])
-    .arg(tools_dir()?)
-    .stdin(Stdio::null());
-    let out = cmd
-        .output()
-        .with_context(|| format!("cannot run `{}`", display(&cmd)))?;
-    if !out.status.success() {
-        bail!(
-            "`{}` failed ({}):\n{}",
-            display(&cmd),
-            out.status,
-            util::tail(String::from_utf8_lossy(&out.stderr).trim_end(), 40)
-        );
-    }
+    .arg(tools_dir()?);
+    output(&mut cmd)?;
     line("installed", &what, bin.display().to_string());
     Ok(())
 }
@@ -210,20 +199,8 @@ fn bpf_linker() -> anyhow::Result<()> {
         .args(["install", "bpf-linker", "--version", BPF_LINKER_VERSION])
         .args(["--no-default-features", "--features", &format!("llvm-{major}")])
         .arg("--root")
-        .arg(&tools)
-        .stdin(Stdio::null());
-    let out = cmd
-        .output()
-        .with_context(|| format!("cannot run `{}`", display(&cmd)))?;
-    if !out.status.success() {
-        bail!(
-            "`LLVM_PREFIX={} {}` failed ({}):\n{}",
-            prefix.display(),
-            display(&cmd),
-            out.status,
-            util::tail(String::from_utf8_lossy(&out.stderr).trim_end(), 40)
-        );
-    }
+        .arg(&tools);
+    output(&mut cmd).with_context(|| format!("building bpf-linker with LLVM_PREFIX={}", prefix.display()))?;
     match bpf_linker_version(&bin) {
         Some(v) if v.contains(BPF_LINKER_VERSION) => {
             line(
