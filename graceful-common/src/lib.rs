@@ -25,10 +25,18 @@ pub mod names {
     pub const PROG_STATE: &str = "sock_set_state";
     pub const PROG_ADOPT: &str = "adopt_tcp";
     pub const PROG_INGRESS: &str = "inbound_rx";
+    pub const PROG_POPULATED: &str = "cgroup_populated";
     /// Global set by the loader: byte offset of `skc_state` in `struct sock_common`, from BTF.
     pub const GLOBAL_SKC_STATE_OFFSET: &str = "SKC_STATE_OFFSET";
     /// Global set by the loader: byte offset of `sk_protocol` in `struct sock`, from BTF.
     pub const GLOBAL_SK_PROTOCOL_OFFSET: &str = "SK_PROTOCOL_OFFSET";
+    /// Globals set by the loader for `cgroup_populated`, from BTF: `kn` and
+    /// `root` in `struct cgroup`, `id` in `struct kernfs_node`,
+    /// `hierarchy_id` in `struct cgroup_root`.
+    pub const GLOBAL_CGROUP_KN_OFFSET: &str = "CGROUP_KN_OFFSET";
+    pub const GLOBAL_CGROUP_ROOT_OFFSET: &str = "CGROUP_ROOT_OFFSET";
+    pub const GLOBAL_KERNFS_NODE_ID_OFFSET: &str = "KERNFS_NODE_ID_OFFSET";
+    pub const GLOBAL_ROOT_HIERARCHY_ID_OFFSET: &str = "ROOT_HIERARCHY_ID_OFFSET";
 }
 
 /// Capacity of the per-cgroup counter map: every container of every pod on a
@@ -142,6 +150,8 @@ pub mod watch {
     /// per `RX_EVENT_GAP_NS` per cgroup.
     pub const PAYLOAD: u32 = 2;
     pub const RX_EVENT_GAP_NS: u64 = 1_000_000;
+    /// Send the moment the cgroup's last process exits (`--after-containers`).
+    pub const EXITS: u32 = 4;
 }
 
 /// What happened, in an [`Event`].
@@ -149,6 +159,8 @@ pub mod event {
     pub const INBOUND_OPEN: u32 = 1;
     pub const INBOUND_CLOSE: u32 = 2;
     pub const INBOUND_PAYLOAD: u32 = 3;
+    /// The cgroup's last process exited (`populated 1` → `0`).
+    pub const EMPTIED: u32 = 4;
 }
 
 /// One change of a watched cgroup, on the event ring. A wake-up with

@@ -4,6 +4,10 @@
 //!   change and keeps each cgroup's live inbound/outbound/listener counts.
 //! - `adopt_tcp` (iter/tcp) adopts sockets that existed before the agent
 //!   started, from the owners the agent found with sock_diag.
+//! - `inbound_rx` (cgroup_skb/ingress) sees inbound payload of pods that
+//!   drain with the `quiet` policy.
+//! - `cgroup_populated` (tp_btf/cgroup_notify_populated) reports the exit
+//!   of containers that a drain outlives (`--after-containers`).
 #![no_std]
 #![no_main]
 // Atomic adds: the BPF target offers no atomic types with fetch_add.
@@ -12,6 +16,7 @@
 
 mod adopt;
 mod counters;
+mod exits;
 mod ingress;
 mod maps;
 mod sock;

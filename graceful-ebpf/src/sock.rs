@@ -23,7 +23,7 @@ static SK_PROTOCOL_OFFSET: u32 = 0;
 const IPPROTO_TCP: u16 = 6;
 
 #[inline(always)]
-fn global(v: &'static u32) -> u32 {
+pub fn global(v: &'static u32) -> u32 {
     // Volatile, or the compiler folds the placeholder 0 into the code
     // before the loader patches .rodata.
     unsafe { core::ptr::read_volatile(v) }

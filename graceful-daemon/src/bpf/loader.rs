@@ -82,15 +82,60 @@ pub struct Attached {
     pub reused_link: bool,
     /// Link pins of other versions that this agent detached.
     pub replaced_links: Vec<PathBuf>,
+    /// Whether the container-exit program runs, or why not.
+    pub exits: Result<(), String>,
 }
 
 /// Offsets the programs read, from the running kernel's BTF.
-fn kernel_offsets() -> Result<(u32, u32), LoadError> {
-    let btf = Btf::from_sys_fs()?;
-    let skc_state = btf.member_offset("sock_common", "skc_state")?;
-    let sk_protocol = btf.member_offset("sock", "sk_protocol")?;
-    Ok((skc_state, sk_protocol))
+struct Offsets {
+    skc_state: u32,
+    sk_protocol: u32,
+    /// For `cgroup_populated`: `cgroup.kn`, `cgroup.root`, `kernfs_node.id`,
+    /// `cgroup_root.hierarchy_id`. `Err` says why they could not be found;
+    /// then container exits are seen through inotify only.
+    cgroup: Result<[u32; 4], String>,
 }
+
+impl Offsets {
+    fn from_kernel() -> Result<Self, LoadError> {
+        let btf = Btf::from_sys_fs()?;
+        let cgroup = (|| {
+            Ok::<_, super::btf::BtfError>([
+                btf.member_offset("cgroup", "kn")?,
+                btf.member_offset("cgroup", "root")?,
+                btf.member_offset("kernfs_node", "id")?,
+                btf.member_offset("cgroup_root", "hierarchy_id")?,
+            ])
+        })()
+        .map_err(|e| e.to_string());
+        Ok(Self {
+            skc_state: btf.member_offset("sock_common", "skc_state")?,
+            sk_protocol: btf.member_offset("sock", "sk_protocol")?,
+            cgroup,
+        })
+    }
+
+    /// A loader with every offset set as a global.
+    fn loader(&self) -> EbpfLoader<'_> {
+        let mut loader = EbpfLoader::new();
+        loader
+            .override_global(names::GLOBAL_SKC_STATE_OFFSET, &self.skc_state, true)
+            .override_global(names::GLOBAL_SK_PROTOCOL_OFFSET, &self.sk_protocol, true);
+        if let Ok([kn, root, id, hierarchy]) = &self.cgroup {
+            loader
+                .override_global(names::GLOBAL_CGROUP_KN_OFFSET, kn, true)
+                .override_global(names::GLOBAL_CGROUP_ROOT_OFFSET, root, true)
+                .override_global(names::GLOBAL_KERNFS_NODE_ID_OFFSET, id, true)
+                .override_global(names::GLOBAL_ROOT_HIERARCHY_ID_OFFSET, hierarchy, true);
+        }
+        loader
+    }
+}
+
+/// The programs attached for as long as graceful is installed, each with
+/// its tracepoint. Their links are pinned as `<program>-<fingerprint>`.
+const STATE: (&str, &str) = (names::PROG_STATE, "inet_sock_set_state");
+const POPULATED: (&str, &str) = (names::PROG_POPULATED, "cgroup_notify_populated");
 
 fn pin_err(what: impl Into<String>, e: impl std::fmt::Display) -> LoadError {
     LoadError::Pin {
@@ -140,15 +185,12 @@ pub fn attach(pins: &PinDir, opts: &AttachOptions) -> Result<Attached, LoadError
     };
     let reused_maps = state == PinState::Compatible;
 
-    let (skc_state, sk_protocol) = kernel_offsets()?;
+    let offsets = Offsets::from_kernel()?;
     let map_paths: Vec<(&str, PathBuf)> = PinDir::map_names().iter().map(|n| (*n, pins.map(n))).collect();
-    let mut loader = EbpfLoader::new();
+    let mut loader = offsets.loader();
     for (name, path) in &map_paths {
         loader.map_pin_path(name, path.as_path());
     }
-    loader
-        .override_global(names::GLOBAL_SKC_STATE_OFFSET, &skc_state, true)
-        .override_global(names::GLOBAL_SK_PROTOCOL_OFFSET, &sk_protocol, true);
     let mut ebpf = loader
         .load(OBJECT)
         .map_err(|e| LoadError::Load { source: Box::new(e) })?;
@@ -167,27 +209,32 @@ pub fn attach(pins: &PinDir, opts: &AttachOptions) -> Result<Attached, LoadError
     let link_path = pins.link(names::PROG_STATE, &fp);
     let reused_link = link_path.exists();
     if !reused_link {
-        let (prog, id) = attach_state_program(&mut ebpf)?;
-        let link: FdLink = prog
-            .take_link(id)
-            .map_err(|e| LoadError::Program {
-                what: "take the state link".into(),
-                source: Box::new(e),
-            })?
-            .into();
-        link.pin(&link_path)
-            .map_err(|e| pin_err(format!("pin {}", link_path.display()), e))?;
+        attach_and_pin(&mut ebpf, STATE, &link_path)?;
         info!(link = %link_path.display(), "state program attached");
     }
+    // Container exits: a faster path than inotify, not a requirement.
+    let exits_link = pins.link(names::PROG_POPULATED, &fp);
+    let exits = match &offsets.cgroup {
+        Err(e) => Err(e.clone()),
+        Ok(_) if exits_link.exists() => Ok(()),
+        Ok(_) => attach_and_pin(&mut ebpf, POPULATED, &exits_link).map_err(|e| e.to_string()),
+    };
+    if let Err(e) = &exits {
+        warn!(error = %e, "container exits are seen through inotify only, up to 10 ms later");
+    }
 
-    // Only now, with our program counting, let any older one go.
+    // Only now, with our programs running, let any older ones go.
     let mut replaced_links = Vec::new();
+    let ours = [link_path.as_path(), exits_link.as_path()];
     if let Ok(dir) = std::fs::read_dir(pins.links()) {
         for entry in dir.flatten() {
             let path = entry.path();
             let name = entry.file_name();
             let name = name.to_string_lossy();
-            if name.starts_with(&format!("{}-", names::PROG_STATE)) && path != link_path {
+            let known = [names::PROG_STATE, names::PROG_POPULATED]
+                .iter()
+                .any(|p| name.starts_with(&format!("{p}-")));
+            if known && !ours.contains(&path.as_path()) {
                 std::fs::remove_file(&path).map_err(|e| pin_err(format!("remove {}", path.display()), e))?;
                 info!(link = %path.display(), "detached the previous version's program");
                 replaced_links.push(path);
@@ -201,28 +248,46 @@ pub fn attach(pins: &PinDir, opts: &AttachOptions) -> Result<Attached, LoadError
         reused_maps,
         reused_link,
         replaced_links,
+        exits,
     })
 }
 
-/// Loads `tp_btf/inet_sock_set_state` and attaches it; the link stays
-/// owned by the program until the caller takes (and pins) it.
-fn attach_state_program(ebpf: &mut Ebpf) -> Result<(&mut BtfTracePoint, BtfTracePointLinkId), LoadError> {
+/// Attaches one of the always-on programs and pins its link at `path`.
+fn attach_and_pin(ebpf: &mut Ebpf, which: (&str, &str), path: &Path) -> Result<(), LoadError> {
+    let (prog, id) = attach_tp(ebpf, which)?;
+    let link: FdLink = prog
+        .take_link(id)
+        .map_err(|e| LoadError::Program {
+            what: format!("take the {} link", which.0),
+            source: Box::new(e),
+        })?
+        .into();
+    link.pin(path)
+        .map_err(|e| pin_err(format!("pin {}", path.display()), e))?;
+    Ok(())
+}
+
+/// Loads a `tp_btf` program and attaches it to its tracepoint; the link
+/// stays owned by the program until the caller takes (and pins) it.
+fn attach_tp<'a>(
+    ebpf: &'a mut Ebpf,
+    (name, tracepoint): (&str, &str),
+) -> Result<(&'a mut BtfTracePoint, BtfTracePointLinkId), LoadError> {
     let btf = aya::Btf::from_sys_fs().map_err(LoadError::KernelBtf)?;
     let prog: &mut BtfTracePoint = ebpf
-        .program_mut(names::PROG_STATE)
-        .ok_or_else(|| pin_err("find the state program", "missing from object"))?
+        .program_mut(name)
+        .ok_or_else(|| pin_err(format!("find the {name} program"), "missing from object"))?
         .try_into()
         .map_err(|e| LoadError::Program {
-            what: "open the state program".into(),
+            what: format!("open the {name} program"),
             source: Box::new(e),
         })?;
-    prog.load("inet_sock_set_state", &btf)
-        .map_err(|e| LoadError::Program {
-            what: "load tp_btf/inet_sock_set_state".into(),
-            source: Box::new(e),
-        })?;
+    prog.load(tracepoint, &btf).map_err(|e| LoadError::Program {
+        what: format!("load tp_btf/{tracepoint}"),
+        source: Box::new(e),
+    })?;
     let id = prog.attach().map_err(|e| LoadError::Program {
-        what: "attach tp_btf/inet_sock_set_state".into(),
+        what: format!("attach tp_btf/{tracepoint}"),
         source: Box::new(e),
     })?;
     Ok((prog, id))
@@ -281,18 +346,18 @@ pub fn monotonic_ns() -> u64 {
 }
 
 /// Loads and attaches the programs without pinning anything, then lets them
-/// go: `graceful doctor`'s proof that this kernel takes them.
-pub fn trial() -> Result<(), LoadError> {
+/// go: `graceful doctor`'s proof that this kernel takes them. `Ok` carries
+/// why the container-exit program cannot run, if it cannot (not fatal).
+pub fn trial() -> Result<Option<String>, LoadError> {
     if OBJECT.is_empty() {
         return Err(LoadError::NoObject);
     }
-    let (skc_state, sk_protocol) = kernel_offsets()?;
-    let mut ebpf = EbpfLoader::new()
-        .override_global(names::GLOBAL_SKC_STATE_OFFSET, &skc_state, true)
-        .override_global(names::GLOBAL_SK_PROTOCOL_OFFSET, &sk_protocol, true)
+    let offsets = Offsets::from_kernel()?;
+    let mut ebpf = offsets
+        .loader()
         .load(OBJECT)
         .map_err(|e| LoadError::Load { source: Box::new(e) })?;
-    attach_state_program(&mut ebpf)?;
+    attach_tp(&mut ebpf, STATE)?;
     adoption_iter(&mut ebpf)?;
     let ingress: &mut CgroupSkb = ebpf
         .program_mut(names::PROG_INGRESS)
@@ -306,5 +371,9 @@ pub fn trial() -> Result<(), LoadError> {
         what: "load cgroup_skb/ingress".into(),
         source: Box::new(e),
     })?;
-    Ok(())
+    let exits = match offsets.cgroup {
+        Err(e) => Some(e),
+        Ok(_) => attach_tp(&mut ebpf, POPULATED).err().map(|e| e.to_string()),
+    };
+    Ok(exits)
 }

@@ -152,11 +152,21 @@ pub fn run(pins: &PinDir, args: Args) -> anyhow::Result<i32> {
             );
         } else {
             match loader::trial() {
-                Ok(()) => r.line(
-                    Level::Ok,
-                    "programs",
-                    "tp_btf/inet_sock_set_state attaches; iter/tcp and cgroup_skb/ingress load",
-                ),
+                Ok(exits) => {
+                    r.line(
+                        Level::Ok,
+                        "programs",
+                        "tp_btf/inet_sock_set_state attaches; iter/tcp and cgroup_skb/ingress load",
+                    );
+                    match exits {
+                        None => r.line(Level::Ok, "exits", "tp_btf/cgroup_notify_populated attaches"),
+                        Some(e) => r.line(
+                            Level::Warn,
+                            "exits",
+                            format!("{e}; --after-containers sees exits through inotify, up to 10 ms later"),
+                        ),
+                    }
+                }
                 Err(e) => r.line(Level::Fail, "programs", e.to_string()),
             }
         }

@@ -154,7 +154,7 @@ fn doctor_passes_here_and_fails_clearly_without_privileges() {
     let out = Command::new(graceful_bin()).args(["doctor"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "doctor failed on this machine:\n{text}");
-    for check in ["kernel", "privileges", "btf", "cgroup2", "programs"] {
+    for check in ["kernel", "privileges", "btf", "cgroup2", "programs", "exits"] {
         assert!(
             text.lines().any(|l| l.starts_with("ok") && l.contains(check)),
             "no ok line for {check}:\n{text}"

@@ -1,9 +1,9 @@
 //! Release latency, measured (not asserted): `cargo xtask bench
 //! release-latency` runs these with `--ignored --nocapture` in release mode.
 //!
-//! Also measured: `--after-containers`, from the kill of the container's
-//! last process to the release (the cgroup's `populated 0`, seen through
-//! inotify on its cgroup.events).
+//! Also measured: `--after-containers`, from the container's exit (the
+//! kernel's timestamp of its cgroup emptying) and from the kill, through
+//! the exit event against inotify on cgroup.events, interleaved.
 //!
 //! Each drain: a pod's server holds one inbound connection; the drain
 //! starts (drained policy, min 0, settle 0); the app closes the connection;
@@ -12,7 +12,10 @@
 //! EXIT_ON_ZERO_ACTIVE_CONNECTIONS and Envoy's shutdown managers do): the
 //! time from the close to the first poll that sees zero.
 
-use std::time::{Duration, Instant};
+use std::{
+    path::Path,
+    time::{Duration, Instant},
+};
 
 use graceful::{
     adopt::sockdiag,
@@ -23,11 +26,17 @@ use graceful::{
         exits::all_exited,
         policy::{Params, Policy, Reason},
     },
+    resolver::inotify::Inotify,
 };
+use graceful_common::{event, watch};
 use graceful_tests::{
     agent::Agent,
     cgroup::Cgroup,
     peer::{addr, Peer},
+};
+use tokio::{
+    io::{unix::AsyncFd, Interest},
+    sync::broadcast::error::RecvError,
 };
 
 use crate::require_root;
@@ -175,6 +184,31 @@ fn bench_release_latency() {
     );
 }
 
+/// inotify on `cgroup.events` alone: how `--after-containers` waits on a
+/// kernel where the exit program cannot attach, and how it waited before.
+/// Returns the inotify instance: closing it waits for an SRCU grace
+/// period, which the caller keeps off the measured path, as the agent does.
+async fn exited_by_inotify(dir: &Path) -> Inotify {
+    let ino = Inotify::new().unwrap();
+    ino.add_watch(&dir.join("cgroup.events"), libc::IN_MODIFY | libc::IN_DELETE_SELF)
+        .unwrap();
+    // SAFETY: the Inotify owns its fd, which outlives the registration.
+    let fd = unsafe { AsyncFd::register_with_interest(ino, Interest::READABLE) }.unwrap();
+    let mut buf = [0u8; 4096];
+    loop {
+        let populated = std::fs::read_to_string(dir.join("cgroup.events"))
+            .map(|t| t.contains("populated 1"))
+            .unwrap_or(false);
+        if !populated {
+            return fd.into_inner();
+        }
+        let mut guard = fd.readable().await.unwrap();
+        if guard.get_inner().read(&mut buf).is_err() {
+            guard.clear_ready();
+        }
+    }
+}
+
 #[test]
 #[ignore = "a benchmark: cargo xtask bench release-latency"]
 fn bench_after_containers_latency() {
@@ -182,17 +216,29 @@ fn bench_after_containers_latency() {
     let exits = count("GRACEFUL_BENCH_EXITS", 200);
     let (_agent, rt, kernel) = programs_without_agent();
     let sidecar = Cgroup::unique("sidecar");
-    let mut ms = Vec::with_capacity(exits);
-    for i in 0..exits {
+    // (from the kernel's exit, from the kill) per way of waiting.
+    let (mut event, mut inotify) = (Vec::with_capacity(exits), Vec::with_capacity(exits));
+    for i in 0..exits * 2 {
+        let by_event = i % 2 == 0;
         let app = Cgroup::unique("app");
         let peer = Peer::spawn(&app, None);
         let params = immediate();
         let cgroups = [sidecar.id()];
-        let dir = app.dir().to_path_buf();
+        let (dir, app_id) = (app.dir().to_path_buf(), app.id());
+        let spent = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let keep = spent.clone();
+        // The kernel's timestamp of the exit, for either way of waiting.
+        let mut rx = kernel.events.subscribe();
+        kernel.watch.lock().unwrap().add(app_id, watch::EXITS).unwrap();
         let (report, killed) = rt.block_on(async {
+            let k = kernel.clone();
             let exited = async move {
-                if let Err(e) = all_exited(vec![dir]).await {
-                    panic!("watching the app's cgroup: {e}");
+                if by_event {
+                    all_exited(&k, vec![dir])
+                        .await
+                        .expect("watching the app's cgroup");
+                } else {
+                    *keep.lock().unwrap() = Some(exited_by_inotify(&dir).await);
                 }
             };
             let drain = engine::run(&kernel, &cgroups, params, Some(exited), |_| {});
@@ -209,10 +255,38 @@ fn bench_after_containers_latency() {
             let (r, killed) = tokio::join!(drain, kill);
             (r.unwrap(), killed)
         });
+        kernel.watch.lock().unwrap().remove(app_id);
+        drop(spent);
         assert_eq!(report.reason, Reason::ContainersExited, "exit {i}: {report:?}");
-        ms.push(report.release_ns.saturating_sub(killed) as f64 / 1e6);
+        // Usually there already; inotify may have won the race, though.
+        let exit_ns = rt
+            .block_on(async {
+                tokio::time::timeout(Duration::from_secs(2), async {
+                    loop {
+                        match rx.recv().await {
+                            Ok(e) if e.kind == event::EMPTIED && e.cgroup_id == app_id => return e.ts_ns,
+                            Ok(_) | Err(RecvError::Lagged(_)) => {}
+                            Err(RecvError::Closed) => panic!("the event reader stopped"),
+                        }
+                    }
+                })
+                .await
+            })
+            .unwrap_or_else(|_| panic!("exit {i}: the kernel sent no exit event for the app's cgroup"));
+        let ms = |from: u64| report.release_ns.saturating_sub(from) as f64 / 1e6;
+        let out = if by_event { &mut event } else { &mut inotify };
+        out.push((ms(exit_ns), ms(killed)));
     }
-    println!("release latency after the container's exit (--after-containers, from the kill):");
-    let (p50, p99) = summary("graceful (inotify on cgroup.events)", ms);
-    println!("{{\"bench\":\"after-containers-latency\",\"p50_ms\":{p50:.3},\"p99_ms\":{p99:.3}}}");
+    let split = |v: &[(f64, f64)]| -> (Vec<f64>, Vec<f64>) { v.iter().copied().unzip() };
+    let ((ev_exit, ev_kill), (in_exit, in_kill)) = (split(&event), split(&inotify));
+    println!("release latency after the container's exit (--after-containers), interleaved:");
+    println!("  from the kernel's exit (the cgroup's last process gone):");
+    let (e50, e99) = summary("graceful (exit event)", ev_exit);
+    let (i50, i99) = summary("inotify on cgroup.events", in_exit);
+    println!("  from the kill (includes the process's own exit):");
+    let (k50, k99) = summary("graceful (exit event)", ev_kill);
+    summary("inotify on cgroup.events", in_kill);
+    println!(
+        "{{\"bench\":\"after-containers-latency\",\"p50_ms\":{e50:.3},\"p99_ms\":{e99:.3},\"from_kill_p50_ms\":{k50:.3},\"from_kill_p99_ms\":{k99:.3},\"inotify_p50_ms\":{i50:.3},\"inotify_p99_ms\":{i99:.3}}}"
+    );
 }

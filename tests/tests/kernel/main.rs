@@ -8,6 +8,7 @@ mod bench_release;
 mod churn;
 mod counts;
 mod drain_engine;
+mod exits;
 mod gate;
 mod gate_scopes;
 mod gate_settings;

@@ -1,0 +1,103 @@
+//! `tp_btf/cgroup_notify_populated`: a watched container's last process
+//! exited.
+//!
+//! `--after-containers` releases a drain once named containers have exited.
+//! The kernel's own notice of that, an inotify event on `cgroup.events`, is
+//! rate-limited to one per 10 ms per cgroup and delivered from a workqueue;
+//! this tracepoint fires synchronously, in the exiting task, the moment the
+//! cgroup becomes empty. It fires for every hierarchy (a hybrid host's v1
+//! ones too) and every populated change, so it filters hard: v2 only, empty
+//! only, watched cgroups only.
+
+use core::ffi::c_void;
+
+use aya_ebpf::{
+    helpers::{bpf_ktime_get_ns, generated::bpf_probe_read_kernel},
+    macros::btf_tracepoint,
+    programs::BtfTracePointContext,
+};
+use graceful_common::{event, stat, watch, Event};
+
+use crate::{
+    maps::{bump, EVENTS, WATCH},
+    sock::global,
+};
+
+/// Offsets from the running kernel's BTF, set by the loader (0: unknown,
+/// and the program does nothing).
+#[unsafe(no_mangle)]
+static CGROUP_KN_OFFSET: u32 = 0;
+#[unsafe(no_mangle)]
+static CGROUP_ROOT_OFFSET: u32 = 0;
+#[unsafe(no_mangle)]
+static KERNFS_NODE_ID_OFFSET: u32 = 0;
+#[unsafe(no_mangle)]
+static ROOT_HIERARCHY_ID_OFFSET: u32 = 0;
+
+#[btf_tracepoint(function = "cgroup_notify_populated")]
+pub fn cgroup_populated(ctx: BtfTracePointContext) -> i32 {
+    // (struct cgroup *cgrp, const char *path, int val)
+    let cgrp: *const c_void = ctx.arg(0);
+    let populated: u64 = ctx.arg(2);
+    if populated as u32 == 0 {
+        emptied(cgrp);
+    }
+    0
+}
+
+#[inline(always)]
+fn emptied(cgrp: *const c_void) {
+    let (kn_off, root_off) = (global(&CGROUP_KN_OFFSET), global(&CGROUP_ROOT_OFFSET));
+    let (id_off, hier_off) = (global(&KERNFS_NODE_ID_OFFSET), global(&ROOT_HIERARCHY_ID_OFFSET));
+    // None of these fields is first in its struct, so 0 means "not set".
+    if kn_off == 0 || root_off == 0 || id_off == 0 || hier_off == 0 {
+        return;
+    }
+    // The unified (v2) hierarchy is hierarchy 0, as in /proc/<pid>/cgroup.
+    let Some(root) = read::<*const c_void>(cgrp, root_off) else {
+        return;
+    };
+    if read::<i32>(root, hier_off) != Some(0) {
+        return;
+    }
+    let Some(kn) = read::<*const c_void>(cgrp, kn_off) else {
+        return;
+    };
+    let Some(id) = read::<u64>(kn, id_off) else {
+        return;
+    };
+    let Some(flags) = (unsafe { WATCH.get(id) }) else {
+        return;
+    };
+    if *flags & watch::EXITS == 0 {
+        return;
+    }
+    let ev = Event {
+        cgroup_id: id,
+        ts_ns: unsafe { bpf_ktime_get_ns() },
+        inbound_live: 0,
+        kind: event::EMPTIED,
+        _pad: 0,
+    };
+    if EVENTS.output(ev, 0).is_err() {
+        bump(stat::EVENTS_LOST);
+    }
+}
+
+/// A `T` at `base + off` in kernel memory.
+#[inline(always)]
+fn read<T: Copy>(base: *const c_void, off: u32) -> Option<T> {
+    if base.is_null() {
+        return None;
+    }
+    // SAFETY: only integers and pointers are read, for which zero is valid.
+    let mut v: T = unsafe { core::mem::zeroed() };
+    let ret = unsafe {
+        bpf_probe_read_kernel(
+            core::ptr::from_mut(&mut v).cast(),
+            core::mem::size_of::<T>() as u32,
+            base.cast::<u8>().add(off as usize).cast(),
+        )
+    };
+    (ret == 0).then_some(v)
+}
