@@ -8,18 +8,44 @@ use graceful_common::{event, field, role, stat, watch, CgroupCounters, Event};
 
 use crate::maps::{bump, COUNTERS, EVENTS, WATCH};
 
-/// The counters of `cgroup_id`, created zeroed on first use.
+/// Where a change lands: an entry that was there, to add to, or the one
+/// just created with the change already in it.
+enum Slot {
+    Existing(*mut u64),
+    Created(*mut u64),
+}
+
+/// The counters of `cgroup_id`, created on its first count from `first`,
+/// which holds that count already. Never created zeroed and added to after:
+/// the agent's garbage collector drops entries it reads as all-zero, and
+/// one read between such an insert and its add would be dropped with the
+/// add in it (a program can be preempted in between).
 #[inline(always)]
-fn entry(cgroup_id: u64) -> Option<*mut u64> {
+fn entry(cgroup_id: u64, first: impl FnOnce() -> CgroupCounters) -> Option<Slot> {
     if let Some(p) = COUNTERS.get_ptr_mut(cgroup_id) {
-        return Some(p.cast());
+        return Some(Slot::Existing(p.cast()));
     }
-    // Two CPUs may race to create it: NOEXIST makes the loser a no-op.
-    let _ = COUNTERS.insert(cgroup_id, CgroupCounters::default(), BPF_NOEXIST.into());
+    // Two CPUs may race to create it: NOEXIST makes the loser add to the
+    // winner's entry instead.
+    let created = COUNTERS.insert(cgroup_id, first(), BPF_NOEXIST.into()).is_ok();
+    match COUNTERS.get_ptr_mut(cgroup_id) {
+        Some(p) if created => Some(Slot::Created(p.cast())),
+        Some(p) => Some(Slot::Existing(p.cast())),
+        None => {
+            bump(stat::COUNTERS_FULL);
+            None
+        }
+    }
+}
+
+/// The counters of `cgroup_id` for a decrement. A cgroup without an entry
+/// has nothing to take away: counted as an underflow, not written.
+#[inline(always)]
+fn existing(cgroup_id: u64) -> Option<*mut u64> {
     match COUNTERS.get_ptr_mut(cgroup_id) {
         Some(p) => Some(p.cast()),
         None => {
-            bump(stat::COUNTERS_FULL);
+            bump(stat::UNDERFLOW);
             None
         }
     }
@@ -43,23 +69,42 @@ fn set(base: *mut u64, index: usize, value: u64) {
 /// A connection of `role` became live.
 #[inline(always)]
 pub fn open(cgroup_id: u64, role_: u8) {
-    let Some(c) = entry(cgroup_id) else { return };
     if role_ == role::INBOUND {
-        add(c, field::INBOUND_LIVE, 1);
-        add(c, field::INBOUND_TOTAL, 1);
         let now = unsafe { bpf_ktime_get_ns() };
-        set(c, field::LAST_INBOUND_OPEN_NS, now);
+        let first = || CgroupCounters {
+            inbound_live: 1,
+            inbound_total: 1,
+            last_inbound_open_ns: now,
+            ..Default::default()
+        };
+        let c = match entry(cgroup_id, first) {
+            Some(Slot::Existing(c)) => {
+                add(c, field::INBOUND_LIVE, 1);
+                add(c, field::INBOUND_TOTAL, 1);
+                set(c, field::LAST_INBOUND_OPEN_NS, now);
+                c
+            }
+            Some(Slot::Created(c)) => c,
+            None => return,
+        };
         notify(cgroup_id, c, event::INBOUND_OPEN, now);
     } else {
-        add(c, field::OUTBOUND_LIVE, 1);
-        add(c, field::OUTBOUND_TOTAL, 1);
+        let first = || CgroupCounters {
+            outbound_live: 1,
+            outbound_total: 1,
+            ..Default::default()
+        };
+        if let Some(Slot::Existing(c)) = entry(cgroup_id, first) {
+            add(c, field::OUTBOUND_LIVE, 1);
+            add(c, field::OUTBOUND_TOTAL, 1);
+        }
     }
 }
 
 /// A connection of `role` stopped being live.
 #[inline(always)]
 pub fn close(cgroup_id: u64, role_: u8) {
-    let Some(c) = entry(cgroup_id) else { return };
+    let Some(c) = existing(cgroup_id) else { return };
     if role_ == role::INBOUND {
         // Adding 2^64-1 is subtracting one; a plain add keeps to the oldest
         // BPF atomics, which every supported kernel has.
@@ -75,8 +120,17 @@ pub fn close(cgroup_id: u64, role_: u8) {
 
 #[inline(always)]
 pub fn listener(cgroup_id: u64, up: bool) {
-    let Some(c) = entry(cgroup_id) else { return };
-    add(c, field::LISTENERS, if up { 1 } else { u64::MAX });
+    if up {
+        let first = || CgroupCounters {
+            listeners: 1,
+            ..Default::default()
+        };
+        if let Some(Slot::Existing(c)) = entry(cgroup_id, first) {
+            add(c, field::LISTENERS, 1);
+        }
+    } else if let Some(c) = existing(cgroup_id) {
+        add(c, field::LISTENERS, u64::MAX);
+    }
 }
 
 /// Tells the agent, if it watches this cgroup. One hash lookup for the
@@ -112,7 +166,10 @@ fn send(cgroup_id: u64, c: *mut u64, kind: u32, now: u64) {
 /// for keep-alive connections. Only called for watched cgroups.
 #[inline(always)]
 pub fn payload(cgroup_id: u64, bytes: u64, flags: u32) {
-    let Some(c) = entry(cgroup_id) else { return };
+    // Its inbound connections made the entry; without one, nothing to record.
+    let Some(c) = COUNTERS.get_ptr_mut(cgroup_id).map(|p| p.cast::<u64>()) else {
+        return;
+    };
     let now = unsafe { bpf_ktime_get_ns() };
     add(c, field::INBOUND_RX_BYTES, bytes);
     // SAFETY: c points at a live counters value.

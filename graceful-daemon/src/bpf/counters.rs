@@ -73,8 +73,14 @@ pub fn read_stats(pins: &PinDir) -> Result<[u64; stat::COUNT as usize], ReadErro
 /// connection or listener, so the map never fills with dead pods. A dead
 /// cgroup that still holds a count keeps it: its sockets outlive it, and
 /// their closes must find the entry. Returns how many were dropped.
+///
+/// The walk of the cgroup tree is a snapshot, and the map changes under
+/// this pass. Cgroup ids only grow, so an id above every id the walk saw
+/// may be a cgroup created since: it is kept until a later pass. Each
+/// entry is read again right before it is removed.
 pub fn collect_garbage(pins: &PinDir, hier: &crate::cgroupfs::Hierarchy) -> Result<usize, ReadError> {
     let live_ids = hier.walk();
+    let newest = live_ids.keys().copied().max().unwrap_or(0);
     let data = MapData::from_pin(pins.map(names::COUNTERS)).map_err(|source| ReadError::Map {
         what: "the counters map",
         source,
@@ -84,17 +90,16 @@ pub fn collect_garbage(pins: &PinDir, hier: &crate::cgroupfs::Hierarchy) -> Resu
             what: "the counters map",
             source,
         })?;
+    let idle = |c: &CgroupCounters| c.inbound_live == 0 && c.outbound_live == 0 && c.listeners == 0;
     let dead: Vec<u64> = map
         .iter()
         .filter_map(Result::ok)
-        .filter(|(id, c)| {
-            !live_ids.contains_key(id) && c.inbound_live == 0 && c.outbound_live == 0 && c.listeners == 0
-        })
+        .filter(|(id, c)| *id < newest && !live_ids.contains_key(id) && idle(c))
         .map(|(id, _)| id)
         .collect();
     let mut removed = 0;
     for id in dead {
-        if map.remove(&id).is_ok() {
+        if map.get(&id, 0).is_ok_and(|c| idle(&c)) && map.remove(&id).is_ok() {
             removed += 1;
         }
     }

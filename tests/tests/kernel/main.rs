@@ -12,6 +12,7 @@ mod exits;
 mod gate;
 mod gate_scopes;
 mod gate_settings;
+mod gc;
 mod kube_watch;
 mod pods;
 mod preexisting;
