@@ -17,6 +17,7 @@ const BPF_PROG_GET_NEXT_ID: libc::c_long = 11;
 const BPF_PROG_GET_FD_BY_ID: libc::c_long = 13;
 const BPF_MAP_GET_FD_BY_ID: libc::c_long = 14;
 const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
+const BPF_ENABLE_STATS: libc::c_long = 32;
 
 /// `union bpf_attr`, zeroed beyond the fields a command uses.
 type Attr = [u64; 16];
@@ -59,24 +60,54 @@ fn c_name(bytes: &[u8]) -> String {
     String::from_utf8_lossy(&bytes[..end]).into_owned()
 }
 
-/// Names of every BPF program loaded on the machine.
-pub fn loaded_program_names() -> io::Result<Vec<String>> {
-    let mut names = Vec::new();
+/// Every loaded program: its `bpf_prog_info`, raw.
+fn loaded_programs() -> io::Result<Vec<[u8; 256]>> {
+    let mut out = Vec::new();
     let mut id = 0u32;
     loop {
         let mut attr: Attr = [0; 16];
         attr[0] = u64::from(id);
         match sys_bpf(BPF_PROG_GET_NEXT_ID, &mut attr) {
             Ok(_) => id = (attr[0] >> 32) as u32,
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(names),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(out),
             Err(e) => return Err(e),
         }
         // The program may have gone between the two calls.
         let Ok(fd) = fd_by_id(BPF_PROG_GET_FD_BY_ID, id) else {
             continue;
         };
-        // struct bpf_prog_info: name[16] at offset 64.
-        names.push(c_name(&info(&fd)?[64..80]));
+        out.push(info(&fd)?);
+    }
+}
+
+/// Names of every BPF program loaded on the machine.
+pub fn loaded_program_names() -> io::Result<Vec<String>> {
+    // struct bpf_prog_info: name[16] at offset 64.
+    Ok(loaded_programs()?.iter().map(|i| c_name(&i[64..80])).collect())
+}
+
+/// Run time (ns) and run count of every loaded `sock_set_state`, summed.
+/// They only advance while [`RunTimeStats`] is held.
+pub fn state_program_run_time() -> io::Result<(u64, u64)> {
+    let word = |i: &[u8; 256], at: usize| u64::from_ne_bytes(i[at..at + 8].try_into().expect("8 bytes"));
+    Ok(loaded_programs()?
+        .iter()
+        .filter(|i| c_name(&i[64..80]) == "sock_set_state")
+        // struct bpf_prog_info: run_time_ns at 192, run_cnt at 200.
+        .fold((0, 0), |(t, c), i| (t + word(i, 192), c + word(i, 200))))
+}
+
+/// The kernel's run-time statistics of BPF programs, on while this is held
+/// (`BPF_ENABLE_STATS`): nothing to restore, even if the bench dies.
+pub struct RunTimeStats(#[allow(dead_code)] OwnedFd);
+
+impl RunTimeStats {
+    pub fn enable() -> io::Result<Self> {
+        let mut attr: Attr = [0; 16];
+        attr[0] = 0; // BPF_STATS_RUN_TIME
+        let fd = sys_bpf(BPF_ENABLE_STATS, &mut attr)?;
+        // SAFETY: the kernel just returned this new descriptor to us.
+        Ok(Self(unsafe { OwnedFd::from_raw_fd(fd as i32) }))
     }
 }
 

@@ -8,6 +8,11 @@
 //! (started before, not during, the window). "without": the daemon stopped
 //! and `graceful uninstall` run, and the kernel checked to have no
 //! `sock_set_state` program loaded at all.
+//!
+//! One more window, after the rounds, turns on the kernel's run-time
+//! statistics of BPF programs and reports the time spent inside the state
+//! program per connection: the part of the cost the program's own code can
+//! change, measured without the noise of a throughput ratio.
 
 use std::{path::PathBuf, time::Duration};
 
@@ -111,6 +116,43 @@ fn settle_detached() -> anyhow::Result<usize> {
         }
         super::sleep(Duration::from_millis(20))?;
     }
+}
+
+/// Time spent inside the state program, from the kernel's own run-time
+/// statistics: where the cost per connection lands, measured without the
+/// noise of a throughput ratio. Stats add two clock reads to every run of
+/// every program, so this window is kept out of the ratios.
+struct Inside {
+    ns_per_run: f64,
+    runs_per_conn: f64,
+}
+
+impl Inside {
+    fn us_per_conn(&self) -> f64 {
+        self.ns_per_run * self.runs_per_conn / 1e3
+    }
+}
+
+fn time_inside(agent: &mut Agent, cfg: &Config) -> anyhow::Result<Inside> {
+    agent.start()?;
+    let stats = bpf::RunTimeStats::enable().context("enabling BPF run-time statistics (BPF_ENABLE_STATS)")?;
+    let (t0, c0) = bpf::state_program_run_time()?;
+    let out = tcp_load::measure(cfg)?;
+    let (t1, c1) = bpf::state_program_run_time()?;
+    drop(stats);
+    agent.stop()?;
+    agent.uninstall()?;
+    let runs = c1.saturating_sub(c0);
+    if runs == 0 || out.completed == 0 {
+        bail!(
+            "the state program did not run during the run-time window ({} connections)",
+            out.completed
+        );
+    }
+    Ok(Inside {
+        ns_per_run: t1.saturating_sub(t0) as f64 / runs as f64,
+        runs_per_conn: runs as f64 / out.completed as f64,
+    })
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -284,6 +326,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         rounds.push(r);
     }
 
+    super::check_interrupted()?;
+    let inside = time_inside(&mut agent, &cfg)?;
+
     let pick = |f: &dyn Fn(&Round) -> f64, only_clean: bool| -> Vec<f64> {
         rounds
             .iter()
@@ -351,6 +396,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         extra.median
     );
     println!("      a connection is 2 sockets and about 10 state changes)");
+    println!(
+        "inside the program (kernel run-time stats, one more {:.1} s window, kept out of the ratios):",
+        args.seconds
+    );
+    println!(
+        "      {:.0} ns per run × {:.2} runs per connection = {:.2} µs per connection (the stats' own clock reads included)",
+        inside.ns_per_run,
+        inside.runs_per_conn,
+        inside.us_per_conn()
+    );
     if errors > 0 {
         println!("note: {errors} connect() calls failed in total (port exhaustion?)");
     }
@@ -376,6 +431,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "cpu_us_per_conn_with": ca.json(3),
         "cpu_ratio_with_without": cr.json(4),
         "extra_cpu_us_per_conn": extra.json(3),
+        "inside_program_ns_per_run": (inside.ns_per_run * 10.0).round() / 10.0,
+        "inside_program_runs_per_conn": (inside.runs_per_conn * 100.0).round() / 100.0,
+        "inside_program_us_per_conn": (inside.us_per_conn() * 1000.0).round() / 1000.0,
         "per_round_ratio": rounds.iter().map(|r| r4(r.ratio())).collect::<Vec<_>>(),
         "per_round_others_cpu_pct": rounds.iter().map(|r| (r.others_pct() * 10.0).round() / 10.0).collect::<Vec<_>>(),
         "undisturbed_rounds": clean.len(),
