@@ -11,16 +11,12 @@
 
 use core::ffi::c_void;
 
-use aya_ebpf::{
-    helpers::{bpf_ktime_get_ns, generated::bpf_probe_read_kernel},
-    macros::btf_tracepoint,
-    programs::BtfTracePointContext,
-};
+use aya_ebpf::{helpers::bpf_ktime_get_ns, macros::btf_tracepoint, programs::BtfTracePointContext};
 use graceful_common::{event, stat, watch, Event};
 
 use crate::{
+    kmem::{global, read},
     maps::{bump, EVENTS, WATCH},
-    sock::global,
 };
 
 /// Offsets from the running kernel's BTF, set by the loader (0: unknown,
@@ -82,22 +78,4 @@ fn emptied(cgrp: *const c_void) {
     if EVENTS.output(ev, 0).is_err() {
         bump(stat::EVENTS_LOST);
     }
-}
-
-/// A `T` at `base + off` in kernel memory.
-#[inline(always)]
-fn read<T: Copy>(base: *const c_void, off: u32) -> Option<T> {
-    if base.is_null() {
-        return None;
-    }
-    // SAFETY: only integers and pointers are read, for which zero is valid.
-    let mut v: T = unsafe { core::mem::zeroed() };
-    let ret = unsafe {
-        bpf_probe_read_kernel(
-            core::ptr::from_mut(&mut v).cast(),
-            core::mem::size_of::<T>() as u32,
-            base.cast::<u8>().add(off as usize).cast(),
-        )
-    };
-    (ret == 0).then_some(v)
 }

@@ -18,6 +18,7 @@ mod adopt;
 mod counters;
 mod exits;
 mod ingress;
+mod kmem;
 mod maps;
 mod sock;
 mod state;

@@ -3,13 +3,13 @@
 
 use core::ffi::c_void;
 
-use aya_ebpf::{
-    bindings::BPF_SK_STORAGE_GET_F_CREATE,
-    helpers::generated::{bpf_probe_read_kernel, bpf_sk_storage_get},
-};
+use aya_ebpf::{bindings::BPF_SK_STORAGE_GET_F_CREATE, helpers::generated::bpf_sk_storage_get};
 use graceful_common::SockOwner;
 
-use crate::maps::SOCKS;
+use crate::{
+    kmem::{global, read},
+    maps::SOCKS,
+};
 
 /// Byte offset of `skc_state` in `struct sock_common`. Set by the loader
 /// from `/sys/kernel/btf/vmlinux`: Rust eBPF has no CO-RE relocations, so no
@@ -21,13 +21,6 @@ static SKC_STATE_OFFSET: u32 = 0;
 static SK_PROTOCOL_OFFSET: u32 = 0;
 
 const IPPROTO_TCP: u16 = 6;
-
-#[inline(always)]
-pub fn global(v: &'static u32) -> u32 {
-    // Volatile, or the compiler folds the placeholder 0 into the code
-    // before the loader patches .rodata.
-    unsafe { core::ptr::read_volatile(v) }
-}
 
 /// Our storage on `sk`, if any.
 #[inline(always)]
@@ -59,15 +52,8 @@ pub fn is_tcp(sk: *const c_void) -> bool {
     if off == 0 {
         return true;
     }
-    let mut proto: u16 = 0;
-    let ret = unsafe {
-        bpf_probe_read_kernel(
-            core::ptr::from_mut(&mut proto).cast(),
-            2,
-            sk.cast::<u8>().add(off as usize).cast(),
-        )
-    };
-    ret != 0 || proto == IPPROTO_TCP
+    // Unreadable: assume TCP, as when the offset is unknown.
+    read::<u16>(sk, off).is_none_or(|p| p == IPPROTO_TCP)
 }
 
 /// The socket's TCP state, read directly: the iterator has no tracepoint
@@ -78,13 +64,5 @@ pub fn state(sk: *const c_void) -> Option<u32> {
     if off == 0 {
         return None;
     }
-    let mut state: u8 = 0;
-    let ret = unsafe {
-        bpf_probe_read_kernel(
-            core::ptr::from_mut(&mut state).cast(),
-            1,
-            sk.cast::<u8>().add(off as usize).cast(),
-        )
-    };
-    (ret == 0).then_some(state as u32)
+    read::<u8>(sk, off).map(u32::from)
 }

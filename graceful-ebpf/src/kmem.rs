@@ -1,0 +1,33 @@
+//! Reading kernel memory at offsets the agent found in the running
+//! kernel's BTF: Rust eBPF has no CO-RE relocations, so no struct offset is
+//! compiled in. The loader patches each offset global in `.rodata`.
+
+use core::ffi::c_void;
+
+use aya_ebpf::helpers::generated::bpf_probe_read_kernel;
+
+/// An offset global's value.
+#[inline(always)]
+pub fn global(v: &'static u32) -> u32 {
+    // Volatile, or the compiler folds the placeholder 0 into the code
+    // before the loader patches .rodata.
+    unsafe { core::ptr::read_volatile(v) }
+}
+
+/// The `T` at `base + off` in kernel memory, if it can be read.
+#[inline(always)]
+pub fn read<T: Copy>(base: *const c_void, off: u32) -> Option<T> {
+    if base.is_null() {
+        return None;
+    }
+    // SAFETY: only integers and pointers are read, for which zero is valid.
+    let mut v: T = unsafe { core::mem::zeroed() };
+    let ret = unsafe {
+        bpf_probe_read_kernel(
+            core::ptr::from_mut(&mut v).cast(),
+            core::mem::size_of::<T>() as u32,
+            base.cast::<u8>().add(off as usize).cast(),
+        )
+    };
+    (ret == 0).then_some(v)
+}
