@@ -32,14 +32,18 @@ use graceful_common::{event, watch};
 use graceful_tests::{
     agent::Agent,
     cgroup::Cgroup,
-    peer::{addr, Peer},
+    peer::{addr, held_connections, Peer},
+    pod::SimPod,
 };
 use tokio::{
     io::{unix::AsyncFd, Interest},
     sync::broadcast::error::RecvError,
 };
 
-use crate::require_root;
+use crate::{
+    gate::{finish, hook, wait_draining},
+    require_root,
+};
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
@@ -289,4 +293,60 @@ fn bench_after_containers_latency() {
     println!(
         "{{\"bench\":\"after-containers-latency\",\"p50_ms\":{e50:.3},\"p99_ms\":{e99:.3},\"from_kill_p50_ms\":{k50:.3},\"from_kill_p99_ms\":{k99:.3},\"inotify_p50_ms\":{i50:.3},\"inotify_p99_ms\":{i99:.3}}}"
     );
+}
+
+/// `--policy quiet` through the real gate: a pool of keep-alive
+/// connections goes idle after one last request; the drain should end the
+/// quiet window after that request's payload, not later. Measured from the
+/// kernel's timestamp of the last inbound payload plus the window.
+#[test]
+#[ignore = "a benchmark: cargo xtask bench release-latency"]
+fn bench_quiet_release_latency() {
+    require_root!();
+    let drains = count("GRACEFUL_BENCH_QUIET", 100);
+    // Long enough for the request to land inside the drain, however slowly
+    // the check that the drain has started comes back.
+    const WINDOW_MS: u64 = 250;
+    let mut agent = Agent::with_gate();
+    agent.start();
+    let pod = SimPod::create(1);
+    let lb = Cgroup::unique("lb");
+    let (_app, mut pool) = held_connections(pod.container(0), &lb, 8);
+    let app_id = pod.container(0).id();
+    // The payload timestamp is not in `graceful cgroups -o json`: read the map.
+    let counters = graceful::drain::events::Counters::open(&PinDir::new(&agent.pin_dir)).unwrap();
+    let window = format!("{WINDOW_MS}ms");
+    let mut ms = Vec::with_capacity(drains);
+    for i in 0..drains {
+        let child = hook(
+            &agent,
+            pod.container(0),
+            &[
+                "--policy", "quiet", "--quiet", &window, "--min", "0s", "--max", "10s",
+            ],
+        );
+        wait_draining(&agent, 1);
+        // The drain is listed a moment before its payload watch is on.
+        std::thread::sleep(Duration::from_millis(50));
+        pool.cmd("send-out 2 512");
+        let (report, out) = finish(child);
+        assert_eq!(report["reason"], "quiet", "drain {i}: {out}");
+        let last_rx = counters.get(app_id).last_inbound_rx_ns;
+        let (start, release) = (
+            report["start_ns"].as_u64().unwrap(),
+            report["release_ns"].as_u64().unwrap(),
+        );
+        assert!(
+            last_rx > start,
+            "drain {i}: the request's payload was not seen during the drain: {out}"
+        );
+        assert!(
+            release >= last_rx + WINDOW_MS * 1_000_000,
+            "drain {i}: released before the window ended: {out}"
+        );
+        ms.push((release - last_rx - WINDOW_MS * 1_000_000) as f64 / 1e6);
+    }
+    println!("release latency after the quiet window ({WINDOW_MS} ms) following the last inbound payload:");
+    let (p50, p99) = summary("graceful (quiet policy)", ms);
+    println!("{{\"bench\":\"quiet-release-latency\",\"window_ms\":{WINDOW_MS},\"p50_ms\":{p50:.3},\"p99_ms\":{p99:.3}}}");
 }

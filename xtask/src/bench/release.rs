@@ -1,8 +1,9 @@
 //! `cargo xtask bench release-latency`: how long after a pod's last inbound
 //! close the gate releases it, against a sock_diag poller at 1 s, in one
 //! run; and, in the same run, how long after a container's exit an
-//! `--after-containers` drain is released, and how long after a terminating
-//! pod's last inbound close its report comes.
+//! `--after-containers` drain is released, how long after a terminating
+//! pod's last inbound close its report comes, and how long after its quiet
+//! window a `--policy quiet` drain is released.
 //!
 //! The measurements live with the integration tests (the ignored
 //! `bench_*` tests in `tests/tests/kernel/`), which own the peers, cgroups,
@@ -23,6 +24,9 @@ pub struct Args {
     /// Terminating pods (each with its own agent and fake API server).
     #[arg(long, default_value_t = 50)]
     pub terminations: usize,
+    /// `--policy quiet` drains through the gate (each waits out a 250 ms window).
+    #[arg(long, default_value_t = 100)]
+    pub quiet: usize,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -34,11 +38,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "-p",
             "graceful-daemon",
             "-p",
+            "graceful-wait",
+            "-p",
             "graceful-tests",
         ])
         .current_dir(&root)
         .status()?;
-    anyhow::ensure!(status.success(), "building the agent and the tests failed");
+    anyhow::ensure!(
+        status.success(),
+        "building the agent, the hook and the tests failed"
+    );
     let status = crate::util::cargo()
         .args([
             "test",
@@ -48,7 +57,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "--test",
             "kernel",
             // Every `bench_*` latency measurement: drains, container
-            // exits, terminating reports.
+            // exits, terminating reports, quiet drains.
             "bench_",
             "--",
         ])
@@ -57,6 +66,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .env("GRACEFUL_BENCH_POLLS", args.polls.to_string())
         .env("GRACEFUL_BENCH_EXITS", args.exits.to_string())
         .env("GRACEFUL_BENCH_TERMINATIONS", args.terminations.to_string())
+        .env("GRACEFUL_BENCH_QUIET", args.quiet.to_string())
         .env("GRACEFUL_BIN", root.join("target/release/graceful"))
         .current_dir(&root)
         .status()?;
