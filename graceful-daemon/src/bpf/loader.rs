@@ -82,8 +82,6 @@ pub struct Attached {
     pub reused_link: bool,
     /// Link pins of other versions that this agent detached.
     pub replaced_links: Vec<PathBuf>,
-    /// Whether the container-exit program runs, or why not.
-    pub exits: Result<(), String>,
 }
 
 /// Offsets the programs read, from the running kernel's BTF.
@@ -219,7 +217,7 @@ pub fn attach(pins: &PinDir, opts: &AttachOptions) -> Result<Attached, LoadError
         Ok(_) if exits_link.exists() => Ok(()),
         Ok(_) => attach_and_pin(&mut ebpf, POPULATED, &exits_link).map_err(|e| e.to_string()),
     };
-    if let Err(e) = &exits {
+    if let Err(e) = exits {
         warn!(error = %e, "container exits are seen through inotify only, up to 10 ms later");
     }
 
@@ -248,7 +246,6 @@ pub fn attach(pins: &PinDir, opts: &AttachOptions) -> Result<Attached, LoadError
         reused_maps,
         reused_link,
         replaced_links,
-        exits,
     })
 }
 

@@ -41,21 +41,6 @@ pub struct Report {
     pub cgroups: Vec<u64>,
 }
 
-/// Keeps cgroups in the watch map for as long as a drain runs.
-struct Watching<'a> {
-    kernel: &'a Kernel,
-    cgroups: &'a [u64],
-}
-
-impl Drop for Watching<'_> {
-    fn drop(&mut self) {
-        let mut w = self.kernel.watch.lock().unwrap_or_else(|p| p.into_inner());
-        for c in self.cgroups {
-            w.remove(*c);
-        }
-    }
-}
-
 fn observe(kernel: &Kernel, cgroups: &[u64]) -> (Observed, u64) {
     let mut o = Observed::default();
     let mut total = 0;
@@ -101,13 +86,7 @@ pub async fn run(
         } else {
             0
         };
-    {
-        let mut w = kernel.watch.lock().unwrap_or_else(|p| p.into_inner());
-        for c in cgroups {
-            w.add(*c, flags)?;
-        }
-    }
-    let _watching = Watching { kernel, cgroups };
+    let _watching = kernel.watch(cgroups, flags)?;
 
     let (first, total_at_start) = observe(kernel, cgroups);
     let mut timeline = vec![Point {

@@ -166,7 +166,40 @@ pub struct Kernel {
     pub events: broadcast::Sender<Event>,
 }
 
+/// Keeps cgroups in the watch map, with the flags they were added with,
+/// until dropped.
+pub struct Watched<'a> {
+    kernel: &'a Kernel,
+    cgroups: Vec<u64>,
+}
+
+impl Drop for Watched<'_> {
+    fn drop(&mut self) {
+        let mut w = self.kernel.watch.lock().unwrap_or_else(|p| p.into_inner());
+        for c in &self.cgroups {
+            w.remove(*c);
+        }
+    }
+}
+
 impl Kernel {
+    /// Puts `cgroups` in the watch map with `flags` for as long as the
+    /// returned guard lives. All or none: on an error, those already added
+    /// are taken out again.
+    pub fn watch(&self, cgroups: &[u64], flags: u32) -> Result<Watched<'_>, EventsError> {
+        let mut guard = Watched {
+            kernel: self,
+            cgroups: Vec::with_capacity(cgroups.len()),
+        };
+        let mut w = self.watch.lock().unwrap_or_else(|p| p.into_inner());
+        for c in cgroups {
+            w.add(*c, flags)?;
+            guard.cgroups.push(*c);
+        }
+        drop(w);
+        Ok(guard)
+    }
+
     /// Must be called inside a tokio runtime.
     pub fn open(pins: &PinDir) -> Result<Self, EventsError> {
         Ok(Self {

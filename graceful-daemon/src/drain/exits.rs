@@ -35,43 +35,6 @@ fn populated(dir: &Path) -> bool {
         .unwrap_or(false)
 }
 
-/// Keeps the cgroups in the watch map with [`watch::EXITS`] while waiting.
-struct Watched<'a> {
-    kernel: &'a Kernel,
-    ids: Vec<u64>,
-}
-
-impl<'a> Watched<'a> {
-    fn new(kernel: &'a Kernel, dirs: &[PathBuf]) -> Self {
-        // A cgroup already removed has no id to watch: it has exited.
-        let ids: Vec<u64> = dirs
-            .iter()
-            .filter_map(|d| std::fs::metadata(d).ok().map(|m| m.ino()))
-            .collect();
-        let mut w = kernel.watch.lock().unwrap_or_else(|p| p.into_inner());
-        let mut added = Vec::with_capacity(ids.len());
-        for id in ids {
-            match w.add(id, watch::EXITS) {
-                Ok(()) => added.push(id),
-                // The map is full: inotify still wakes us.
-                Err(e) => {
-                    tracing::warn!(error = %e, cgroup = id, "exit events unavailable for this cgroup; inotify only")
-                }
-            }
-        }
-        Self { kernel, ids: added }
-    }
-}
-
-impl Drop for Watched<'_> {
-    fn drop(&mut self) {
-        let mut w = self.kernel.watch.lock().unwrap_or_else(|p| p.into_inner());
-        for id in &self.ids {
-            w.remove(*id);
-        }
-    }
-}
-
 /// Closes the inotify fd on a blocking thread: see the module docs.
 struct CloseLater(Option<AsyncFd<Inotify>>);
 
@@ -106,7 +69,19 @@ pub async fn all_exited(kernel: &Kernel, dirs: Vec<PathBuf>) -> io::Result<()> {
     // Subscribe and register before the first read, so no exit falls
     // between the read and the wait.
     let mut rx = kernel.events.subscribe();
-    let watched = Watched::new(kernel, &dirs);
+    // A cgroup already removed has no id to watch: it has exited.
+    let ids: Vec<u64> = dirs
+        .iter()
+        .filter_map(|d| std::fs::metadata(d).ok().map(|m| m.ino()))
+        .collect();
+    let _watched = match kernel.watch(&ids, watch::EXITS) {
+        Ok(w) => Some(w),
+        // The map is full: inotify still wakes us.
+        Err(e) => {
+            tracing::warn!(error = %e, "exit events unavailable; inotify only");
+            None
+        }
+    };
     let ino = Inotify::new()?;
     for d in &dirs {
         // A cgroup removed meanwhile has no file to watch: it has exited.
@@ -122,7 +97,7 @@ pub async fn all_exited(kernel: &Kernel, dirs: Vec<PathBuf>) -> io::Result<()> {
             return Ok(());
         }
         tokio::select! {
-            _ = emptied(&mut rx, &watched.ids) => {}
+            _ = emptied(&mut rx, &ids) => {}
             guard = fd.readable() => {
                 let mut guard = guard?;
                 match guard.get_inner().read(&mut buf) {

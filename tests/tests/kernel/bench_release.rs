@@ -233,7 +233,7 @@ fn bench_after_containers_latency() {
         let keep = spent.clone();
         // The kernel's timestamp of the exit, for either way of waiting.
         let mut rx = kernel.events.subscribe();
-        kernel.watch.lock().unwrap().add(app_id, watch::EXITS).unwrap();
+        let watched = kernel.watch(&[app_id], watch::EXITS).unwrap();
         let (report, killed) = rt.block_on(async {
             let k = kernel.clone();
             let exited = async move {
@@ -259,7 +259,7 @@ fn bench_after_containers_latency() {
             let (r, killed) = tokio::join!(drain, kill);
             (r.unwrap(), killed)
         });
-        kernel.watch.lock().unwrap().remove(app_id);
+        drop(watched);
         drop(spent);
         assert_eq!(report.reason, Reason::ContainersExited, "exit {i}: {report:?}");
         // Usually there already; inotify may have won the race, though.

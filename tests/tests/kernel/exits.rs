@@ -58,11 +58,8 @@ fn the_kernel_reports_a_watched_cgroups_exit_and_only_that() {
         .iter()
         .flat_map(|c| [Peer::spawn(c, None), Peer::spawn(c, None)])
         .collect();
-    {
-        let mut w = kernel.watch.lock().unwrap();
-        w.add(exits.id(), watch::EXITS).unwrap();
-        w.add(conns.id(), watch::CONNECTIONS).unwrap();
-    }
+    let _exits = kernel.watch(&[exits.id()], watch::EXITS).unwrap();
+    let _conns = kernel.watch(&[conns.id()], watch::CONNECTIONS).unwrap();
     let mut rx = kernel.events.subscribe();
 
     let mut peers = peers.into_iter();
@@ -88,7 +85,4 @@ fn the_kernel_reports_a_watched_cgroups_exit_and_only_that() {
         "the exit is stamped {} ns, outside the kills [{before}, {after}]",
         e.ts_ns
     );
-    let mut w = kernel.watch.lock().unwrap();
-    w.remove(exits.id());
-    w.remove(conns.id());
 }
