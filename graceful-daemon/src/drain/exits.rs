@@ -51,8 +51,12 @@ impl Drop for CloseLater {
 }
 
 /// Waits for the next sign that one of `ids` emptied. Lagging behind the
-/// ring counts as a sign: whatever was missed, the caller re-reads.
-async fn emptied(rx: &mut broadcast::Receiver<Event>, ids: &[u64]) {
+/// ring counts as a sign: whatever was missed, the caller re-reads. With no
+/// ring, never.
+async fn emptied(rx: Option<&mut broadcast::Receiver<Event>>, ids: &[u64]) {
+    let Some(rx) = rx else {
+        return std::future::pending().await;
+    };
     loop {
         match rx.recv().await {
             Ok(ev) if ev.kind == event::EMPTIED && ids.contains(&ev.cgroup_id) => return,
@@ -65,23 +69,25 @@ async fn emptied(rx: &mut broadcast::Receiver<Event>, ids: &[u64]) {
 }
 
 /// Resolves once no process runs in any of `dirs` (cgroup directories).
-pub async fn all_exited(kernel: &Kernel, dirs: Vec<PathBuf>) -> io::Result<()> {
+/// Without `kernel`, inotify alone wakes it: the fallback, on its own (the
+/// release-latency bench compares the two).
+pub async fn all_exited(kernel: Option<&Kernel>, dirs: Vec<PathBuf>) -> io::Result<()> {
     // Subscribe and register before the first read, so no exit falls
     // between the read and the wait.
-    let mut rx = kernel.events.subscribe();
+    let mut rx = kernel.map(|k| k.events.subscribe());
     // A cgroup already removed has no id to watch: it has exited.
     let ids: Vec<u64> = dirs
         .iter()
         .filter_map(|d| std::fs::metadata(d).ok().map(|m| m.ino()))
         .collect();
-    let _watched = match kernel.watch(&ids, watch::EXITS) {
+    let _watched = kernel.and_then(|k| match k.watch(&ids, watch::EXITS) {
         Ok(w) => Some(w),
         // The map is full: inotify still wakes us.
         Err(e) => {
             tracing::warn!(error = %e, "exit events unavailable; inotify only");
             None
         }
-    };
+    });
     let ino = Inotify::new()?;
     for d in &dirs {
         // A cgroup removed meanwhile has no file to watch: it has exited.
@@ -97,7 +103,7 @@ pub async fn all_exited(kernel: &Kernel, dirs: Vec<PathBuf>) -> io::Result<()> {
             return Ok(());
         }
         tokio::select! {
-            _ = emptied(&mut rx, &ids) => {}
+            _ = emptied(rx.as_mut(), &ids) => {}
             guard = fd.readable() => {
                 let mut guard = guard?;
                 match guard.get_inner().read(&mut buf) {

@@ -367,7 +367,7 @@ async fn drain(gate: Arc<Gate>, caller: Caller, req: Request<hyper::body::Incomi
         let progress_tx = tx.clone();
         let kernel = gate.kernel.clone();
         let exited = (!exit_dirs.is_empty()).then_some(async move {
-            if let Err(e) = all_exited(&kernel, exit_dirs).await {
+            if let Err(e) = all_exited(Some(&kernel), exit_dirs).await {
                 warn!(error = %e, "cannot watch the containers to outlive; waiting for the deadline");
                 std::future::pending::<()>().await;
             }

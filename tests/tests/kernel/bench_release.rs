@@ -12,10 +12,7 @@
 //! EXIT_ON_ZERO_ACTIVE_CONNECTIONS and Envoy's shutdown managers do): the
 //! time from the close to the first poll that sees zero.
 
-use std::{
-    path::Path,
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
 use graceful::{
     adopt::sockdiag,
@@ -26,7 +23,6 @@ use graceful::{
         exits::all_exited,
         policy::{Params, Policy, Reason},
     },
-    resolver::inotify::Inotify,
 };
 use graceful_common::{event, watch};
 use graceful_tests::{
@@ -35,10 +31,7 @@ use graceful_tests::{
     peer::{addr, held_connections, Peer},
     pod::SimPod,
 };
-use tokio::{
-    io::{unix::AsyncFd, Interest},
-    sync::broadcast::error::RecvError,
-};
+use tokio::sync::broadcast::error::RecvError;
 
 use crate::{
     gate::{finish, hook, wait_draining},
@@ -188,31 +181,6 @@ fn bench_release_latency() {
     );
 }
 
-/// inotify on `cgroup.events` alone: how `--after-containers` waits on a
-/// kernel where the exit program cannot attach, and how it waited before.
-/// Returns the inotify instance: closing it waits for an SRCU grace
-/// period, which the caller keeps off the measured path, as the agent does.
-async fn exited_by_inotify(dir: &Path) -> Inotify {
-    let ino = Inotify::new().unwrap();
-    ino.add_watch(&dir.join("cgroup.events"), libc::IN_MODIFY | libc::IN_DELETE_SELF)
-        .unwrap();
-    // SAFETY: the Inotify owns its fd, which outlives the registration.
-    let fd = unsafe { AsyncFd::register_with_interest(ino, Interest::READABLE) }.unwrap();
-    let mut buf = [0u8; 4096];
-    loop {
-        let populated = std::fs::read_to_string(dir.join("cgroup.events"))
-            .map(|t| t.contains("populated 1"))
-            .unwrap_or(false);
-        if !populated {
-            return fd.into_inner();
-        }
-        let mut guard = fd.readable().await.unwrap();
-        if guard.get_inner().read(&mut buf).is_err() {
-            guard.clear_ready();
-        }
-    }
-}
-
 #[test]
 #[ignore = "a benchmark: cargo xtask bench release-latency"]
 fn bench_after_containers_latency() {
@@ -229,21 +197,17 @@ fn bench_after_containers_latency() {
         let params = immediate();
         let cgroups = [sidecar.id()];
         let (dir, app_id) = (app.dir().to_path_buf(), app.id());
-        let spent = std::sync::Arc::new(std::sync::Mutex::new(None));
-        let keep = spent.clone();
         // The kernel's timestamp of the exit, for either way of waiting.
         let mut rx = kernel.events.subscribe();
         let watched = kernel.watch(&[app_id], watch::EXITS).unwrap();
         let (report, killed) = rt.block_on(async {
             let k = kernel.clone();
+            // Odd rounds: inotify on cgroup.events alone, the agent's
+            // fallback where the exit program cannot attach.
             let exited = async move {
-                if by_event {
-                    all_exited(&k, vec![dir])
-                        .await
-                        .expect("watching the app's cgroup");
-                } else {
-                    *keep.lock().unwrap() = Some(exited_by_inotify(&dir).await);
-                }
+                all_exited(by_event.then_some(&k), vec![dir])
+                    .await
+                    .expect("watching the app's cgroup");
             };
             let drain = engine::run(&kernel, &cgroups, params, Some(exited), |_| {});
             let kill = async {
@@ -260,7 +224,6 @@ fn bench_after_containers_latency() {
             (r.unwrap(), killed)
         });
         drop(watched);
-        drop(spent);
         assert_eq!(report.reason, Reason::ContainersExited, "exit {i}: {report:?}");
         // Usually there already; inotify may have won the race, though.
         let exit_ns = rt
