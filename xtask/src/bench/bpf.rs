@@ -99,7 +99,9 @@ pub fn state_program_run_time() -> io::Result<(u64, u64)> {
 
 /// The kernel's run-time statistics of BPF programs, on while this is held
 /// (`BPF_ENABLE_STATS`): nothing to restore, even if the bench dies.
-pub struct RunTimeStats(#[allow(dead_code)] OwnedFd);
+pub struct RunTimeStats {
+    _fd: OwnedFd,
+}
 
 impl RunTimeStats {
     pub fn enable() -> io::Result<Self> {
@@ -107,7 +109,9 @@ impl RunTimeStats {
         attr[0] = 0; // BPF_STATS_RUN_TIME
         let fd = sys_bpf(BPF_ENABLE_STATS, &mut attr)?;
         // SAFETY: the kernel just returned this new descriptor to us.
-        Ok(Self(unsafe { OwnedFd::from_raw_fd(fd as i32) }))
+        Ok(Self {
+            _fd: unsafe { OwnedFd::from_raw_fd(fd as i32) },
+        })
     }
 }
 
