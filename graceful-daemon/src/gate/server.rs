@@ -342,17 +342,8 @@ async fn drain(gate: Arc<Gate>, caller: Caller, req: Request<hyper::body::Incomi
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(64);
     let _ = tx.try_send(line_bytes(&Line::Accepted(Box::new(acc.clone()))));
     tokio::spawn(async move {
-        let active = gate.started(ActiveDrain {
-            id: 0,
-            pod: caller.pod.clone(),
-            container: caller.container.clone(),
-            scope: acc.scope,
-            policy: acc.policy,
-            max_ms: acc.max_ms,
-            start_ns: params.start_ns,
-            cgroups: cgroups.clone(),
-        });
-        // The quiet policy needs inbound payload: watch it only now.
+        // The quiet policy needs inbound payload: watch it only now, and
+        // before the drain is listed, so a listed quiet drain sees payload.
         let _ingress = match (&gate.ingress, acc.policy, &scope_dir) {
             (Some(ing), Policy::Quiet, Some(dir)) => match ing.attach(dir) {
                 Ok(a) => Some(a),
@@ -364,6 +355,16 @@ async fn drain(gate: Arc<Gate>, caller: Caller, req: Request<hyper::body::Incomi
             },
             _ => None,
         };
+        let active = gate.started(ActiveDrain {
+            id: 0,
+            pod: caller.pod.clone(),
+            container: caller.container.clone(),
+            scope: acc.scope,
+            policy: acc.policy,
+            max_ms: acc.max_ms,
+            start_ns: params.start_ns,
+            cgroups: cgroups.clone(),
+        });
         let progress_tx = tx.clone();
         let kernel = gate.kernel.clone();
         let exited = (!exit_dirs.is_empty()).then_some(async move {
