@@ -2,6 +2,8 @@
 //!
 //! - `sock_set_state` (tp_btf/inet_sock_set_state) follows every TCP state
 //!   change and keeps each cgroup's live inbound/outbound/listener counts.
+//!   `sock_state_twin` is the same program attached again, for the changes
+//!   the kernel skips for the first (see `state.rs`).
 //! - `adopt_tcp` (iter/tcp) adopts sockets that existed before the agent
 //!   started, from the owners the agent found with sock_diag.
 //! - `inbound_rx` (cgroup_skb/ingress) sees inbound payload of pods that

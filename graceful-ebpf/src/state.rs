@@ -10,81 +10,149 @@
 //! Counting is idempotent through `SockOwner::counted`: entering a live
 //! state counts only if not counted, leaving uncounts only if counted. So a
 //! connection is counted once and uncounted once whatever path it takes,
-//! and two copies of this program (an agent upgrade, attach before detach)
-//! never count twice.
+//! and two copies of this program never count twice.
+//!
+//! There are two copies on purpose. The kernel runs a tracing program at
+//! most once per CPU at a time: a state change in a softirq that interrupts
+//! the program's own run in process context (a connect(), a close()) is
+//! skipped, and counted only in the program's `recursion_misses`. A churn
+//! of 100,000 connections loses tens to hundreds of changes that way, among
+//! them a child's first one and a connection's last one. The twin is a
+//! separate program with its own per-CPU guard, attached to the same
+//! tracepoint, and state changes nest only one deep (process context, then
+//! softirq): whichever copy a softirq interrupts, the other one runs. The
+//! twin usually finds the work done, at the cost of one storage lookup.
 
 use core::ffi::c_void;
 
 use aya_ebpf::{helpers::bpf_get_current_cgroup_id, macros::btf_tracepoint, programs::BtfTracePointContext};
-use graceful_common::{role, stat, tcp};
+use graceful_common::{role, stat, tcp, SockOwner};
 
 use crate::{counters, maps::bump, sock};
 
 #[btf_tracepoint(function = "inet_sock_set_state")]
 pub fn sock_set_state(ctx: BtfTracePointContext) -> i32 {
-    let sk: *mut c_void = ctx.arg(0);
-    let old: i32 = ctx.arg(1);
-    let new: i32 = ctx.arg(2);
-    handle(sk, old as u32, new as u32);
+    bump(stat::EVENTS);
+    match handle(ctx.arg(0), ctx.arg::<i32>(1) as u32, ctx.arg::<i32>(2) as u32) {
+        Handled::Untracked => bump(stat::UNTRACKED),
+        Handled::NoStorage => bump(stat::STORAGE_FAILED),
+        Handled::Changed | Handled::Unchanged => {}
+    }
     0
 }
 
-#[inline(always)]
-fn handle(sk: *mut c_void, old: u32, new: u32) {
-    bump(stat::EVENTS);
+/// The second copy (see the module docs). It counts only what it did that
+/// the first had not: changes the first missed.
+#[btf_tracepoint(function = "inet_sock_set_state")]
+pub fn sock_state_twin(ctx: BtfTracePointContext) -> i32 {
+    if let Handled::Changed = handle(ctx.arg(0), ctx.arg::<i32>(1) as u32, ctx.arg::<i32>(2) as u32) {
+        bump(stat::CAUGHT);
+    }
+    0
+}
 
+enum Handled {
+    /// Storage or counts changed.
+    Changed,
+    /// Nothing left to do: the other copy did it, or nothing was due.
+    Unchanged,
+    /// A socket we never saw start.
+    Untracked,
+    NoStorage,
+}
+
+#[inline(always)]
+fn handle(sk: *mut c_void, old: u32, new: u32) -> Handled {
     // connect() and listen(): the socket starts, in its owner's context.
     if old == tcp::CLOSE && (new == tcp::SYN_SENT || new == tcp::LISTEN) {
         if !sock::is_tcp(sk) {
-            return;
+            return Handled::Unchanged;
         }
         let Some(o) = sock::owner_or_create(sk) else {
-            bump(stat::STORAGE_FAILED);
-            return;
+            return Handled::NoStorage;
         };
-        // A socket reused after disconnect: settle its past first.
-        if o.counted != 0 {
-            uncount(o.cgroup_id, o.role);
-            o.counted = 0;
-        }
-        o.cgroup_id = unsafe { bpf_get_current_cgroup_id() };
-        if new == tcp::LISTEN {
-            o.role = role::LISTENER;
-            o.counted = 1;
-            counters::listener(o.cgroup_id, true);
-        } else {
-            o.role = role::OUTBOUND;
-        }
-        return;
+        return start(o, new);
     }
 
     let Some(o) = sock::owner(sk) else {
-        bump(stat::UNTRACKED);
-        return;
+        return Handled::Untracked;
     };
 
     if o.role == role::LISTENER {
-        if old == tcp::LISTEN && new != tcp::CLOSE && new != tcp::LISTEN {
-            // A child being cloned from its listener (LISTEN → SYN_RECV):
-            // it carries the listener's storage, counted flag included.
-            o.role = role::INBOUND;
-            o.counted = 0;
-        } else {
-            if new != tcp::LISTEN && o.counted != 0 {
-                o.counted = 0;
-                counters::listener(o.cgroup_id, false);
+        // The listener itself only ever leaves LISTEN for CLOSE (close(),
+        // shutdown(), a failed listen()).
+        if old == tcp::LISTEN && new == tcp::CLOSE {
+            if o.counted == 0 {
+                return Handled::Unchanged;
             }
-            return;
+            o.counted = 0;
+            counters::listener(o.cgroup_id, false);
+            return Handled::Changed;
         }
+        // A closed listener closed again (shutdown() then close()), or a
+        // child that dies before anything else: nothing to count.
+        if new == tcp::CLOSE {
+            return Handled::Unchanged;
+        }
+        // Anything else is a child cloned from a listener, carrying a copy
+        // of its storage, counted flag included: normally LISTEN → SYN_RECV,
+        // but a child cloned as its listener closes may copy CLOSE as its
+        // old state (the clone reads the listener without its lock). From
+        // here on it is an inbound connection, not yet counted.
+        o.role = role::INBOUND;
+        o.counted = 0;
+        settle(o, new);
+        return Handled::Changed;
     }
+    if settle(o, new) {
+        Handled::Changed
+    } else {
+        Handled::Unchanged
+    }
+}
 
+/// A socket starts as a listener or a client, owned by the current cgroup.
+#[inline(always)]
+fn start(o: &mut SockOwner, new: u32) -> Handled {
+    let cgroup_id = unsafe { bpf_get_current_cgroup_id() };
+    let role_ = if new == tcp::LISTEN {
+        role::LISTENER
+    } else {
+        role::OUTBOUND
+    };
+    // The other copy has been here for this very change.
+    if o.role == role_ && o.cgroup_id == cgroup_id && (o.counted != 0) == (new == tcp::LISTEN) {
+        return Handled::Unchanged;
+    }
+    // A socket reused after disconnect: settle its past first.
+    if o.counted != 0 {
+        uncount(o.cgroup_id, o.role);
+        o.counted = 0;
+    }
+    o.cgroup_id = cgroup_id;
+    o.role = role_;
+    if new == tcp::LISTEN {
+        o.counted = 1;
+        counters::listener(cgroup_id, true);
+    }
+    Handled::Changed
+}
+
+/// Counts or uncounts a connection as `new` is live or not. Returns whether
+/// anything changed.
+#[inline(always)]
+fn settle(o: &mut SockOwner, new: u32) -> bool {
     let live = tcp::is_live(new);
     if live && o.counted == 0 {
         o.counted = 1;
         counters::open(o.cgroup_id, o.role);
+        true
     } else if !live && o.counted != 0 {
         o.counted = 0;
         counters::close(o.cgroup_id, o.role);
+        true
+    } else {
+        false
     }
 }
 

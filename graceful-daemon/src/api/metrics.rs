@@ -247,7 +247,7 @@ impl Collector for Live {
         for (name, help, v) in gauges {
             gauge(&mut e, name, help, v as i64)?;
         }
-        let counters: [(&str, &str, u64); 3] = [
+        let counters: [(&str, &str, u64); 4] = [
             (
                 "kernel_events",
                 "TCP state changes the kernel programs handled",
@@ -262,6 +262,11 @@ impl Collector for Live {
                 "adopted_sockets",
                 "Sockets adopted from before the programs were attached",
                 snap.kernel.adopted,
+            ),
+            (
+                "kernel_caught_state_changes",
+                "State changes the kernel skipped for the state program (it was running on that CPU) and its second copy handled",
+                snap.kernel.caught,
             ),
         ];
         for (name, help, v) in counters {

@@ -71,6 +71,7 @@ pub struct KernelFigures {
     pub counters_full: u64,
     pub underflow: u64,
     pub events_lost: u64,
+    pub caught: u64,
 }
 
 pub struct MetricsSnapshot {
@@ -199,6 +200,7 @@ impl Node {
                 counters_full: s[stat::COUNTERS_FULL as usize],
                 underflow: s[stat::UNDERFLOW as usize],
                 events_lost: s[stat::EVENTS_LOST as usize],
+                caught: s[stat::CAUGHT as usize],
             },
             Err(e) => {
                 self.gate.metrics.error("read_stats");

@@ -133,6 +133,9 @@ impl Offsets {
 /// The programs attached for as long as graceful is installed, each with
 /// its tracepoint. Their links are pinned as `<program>-<fingerprint>`.
 const STATE: (&str, &str) = (names::PROG_STATE, "inet_sock_set_state");
+/// The state program's second copy: it handles the state changes the kernel
+/// skips for the first while that one is running on the same CPU.
+const STATE_TWIN: (&str, &str) = (names::PROG_STATE_TWIN, "inet_sock_set_state");
 const POPULATED: (&str, &str) = (names::PROG_POPULATED, "cgroup_notify_populated");
 
 fn pin_err(what: impl Into<String>, e: impl std::fmt::Display) -> LoadError {
@@ -205,10 +208,13 @@ pub fn attach(pins: &PinDir, opts: &AttachOptions) -> Result<Attached, LoadError
 
     let fp = fingerprint();
     let link_path = pins.link(names::PROG_STATE, &fp);
-    let reused_link = link_path.exists();
-    if !reused_link {
-        attach_and_pin(&mut ebpf, STATE, &link_path)?;
-        info!(link = %link_path.display(), "state program attached");
+    let twin_path = pins.link(names::PROG_STATE_TWIN, &fp);
+    let reused_link = link_path.exists() && twin_path.exists();
+    for (which, path) in [(STATE, &link_path), (STATE_TWIN, &twin_path)] {
+        if !path.exists() {
+            attach_and_pin(&mut ebpf, which, path)?;
+            info!(link = %path.display(), "{} attached", which.0);
+        }
     }
     // Container exits: a faster path than inotify, not a requirement.
     let exits_link = pins.link(names::PROG_POPULATED, &fp);
@@ -223,13 +229,13 @@ pub fn attach(pins: &PinDir, opts: &AttachOptions) -> Result<Attached, LoadError
 
     // Only now, with our programs running, let any older ones go.
     let mut replaced_links = Vec::new();
-    let ours = [link_path.as_path(), exits_link.as_path()];
+    let ours = [link_path.as_path(), twin_path.as_path(), exits_link.as_path()];
     if let Ok(dir) = std::fs::read_dir(pins.links()) {
         for entry in dir.flatten() {
             let path = entry.path();
             let name = entry.file_name();
             let name = name.to_string_lossy();
-            let known = [names::PROG_STATE, names::PROG_POPULATED]
+            let known = [names::PROG_STATE, names::PROG_STATE_TWIN, names::PROG_POPULATED]
                 .iter()
                 .any(|p| name.starts_with(&format!("{p}-")));
             if known && !ours.contains(&path.as_path()) {
@@ -355,6 +361,7 @@ pub fn trial() -> Result<Option<String>, LoadError> {
         .load(OBJECT)
         .map_err(|e| LoadError::Load { source: Box::new(e) })?;
     attach_tp(&mut ebpf, STATE)?;
+    attach_tp(&mut ebpf, STATE_TWIN)?;
     adoption_iter(&mut ebpf)?;
     let ingress: &mut CgroupSkb = ebpf
         .program_mut(names::PROG_INGRESS)

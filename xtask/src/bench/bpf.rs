@@ -86,13 +86,14 @@ pub fn loaded_program_names() -> io::Result<Vec<String>> {
     Ok(loaded_programs()?.iter().map(|i| c_name(&i[64..80])).collect())
 }
 
-/// Run time (ns) and run count of every loaded `sock_set_state`, summed.
+/// Run time (ns) and run count of every loaded `sock_set_state` and its
+/// second copy `sock_state_twin`, summed: both run on every state change.
 /// They only advance while [`RunTimeStats`] is held.
 pub fn state_program_run_time() -> io::Result<(u64, u64)> {
     let word = |i: &[u8; 256], at: usize| u64::from_ne_bytes(i[at..at + 8].try_into().expect("8 bytes"));
     Ok(loaded_programs()?
         .iter()
-        .filter(|i| c_name(&i[64..80]) == "sock_set_state")
+        .filter(|i| ["sock_set_state", "sock_state_twin"].contains(&c_name(&i[64..80]).as_str()))
         // struct bpf_prog_info: run_time_ns at 192, run_cnt at 200.
         .fold((0, 0), |(t, c), i| (t + word(i, 192), c + word(i, 200))))
 }
