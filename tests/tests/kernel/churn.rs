@@ -7,7 +7,7 @@ use graceful_tests::{
     peer::{addr, Peer},
 };
 
-use crate::{require_root, settle};
+use crate::{kernel_figures, require_root, settle};
 
 /// Destinations spread over several loopback addresses, so client-side
 /// TIME_WAIT never exhausts the ephemeral ports of one address pair.
@@ -146,8 +146,9 @@ fn churn_of_100k_connections_ending_every_way() {
     let views = settle(&agent, &[&a, &b, &c, &d], &[None]);
     assert!(views.iter().all(|v| *v == Default::default()), "{views:?}");
     eprintln!(
-        "churn: {} connections opened and closed; every count back to zero",
-        total + 500
+        "churn: {} connections opened and closed; every count back to zero\n{}",
+        total + 500,
+        kernel_figures(&agent)
     );
 }
 

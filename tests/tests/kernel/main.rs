@@ -14,6 +14,7 @@ mod gate_scopes;
 mod gate_settings;
 mod gc;
 mod kube_watch;
+mod nested;
 mod pods;
 mod preexisting;
 mod restart;
@@ -84,7 +85,7 @@ pub fn settle(agent: &Agent, cgroups: &[&Cgroup], namespaces: &[Option<&NetNs>])
 /// The kernel programs' counters (storage failures, untracked sockets,
 /// underflows, lost events...) from the agent's `/metrics`, for a failure
 /// message: they tell a miscount's cause.
-fn kernel_figures(agent: &Agent) -> String {
+pub fn kernel_figures(agent: &Agent) -> String {
     let Ok(s) = std::os::unix::net::UnixStream::connect(agent.api_sock()) else {
         return "(the agent's API is not answering)".into();
     };
