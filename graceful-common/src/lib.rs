@@ -24,6 +24,7 @@ pub mod names {
     /// Program names (the Rust function names in graceful-ebpf).
     pub const PROG_STATE: &str = "sock_set_state";
     pub const PROG_STATE_TWIN: &str = "sock_state_twin";
+    pub const PROG_DESTROYED: &str = "sock_destroyed";
     pub const PROG_ADOPT: &str = "adopt_tcp";
     pub const PROG_INGRESS: &str = "inbound_rx";
     pub const PROG_POPULATED: &str = "cgroup_populated";
@@ -195,9 +196,9 @@ pub mod stat {
     pub const UNDERFLOW: u32 = 5;
     /// Events dropped because the ring was full.
     pub const EVENTS_LOST: u32 = 6;
-    /// State changes the second copy of the state program handled because
-    /// the first missed them (the kernel skips a tracing program that is
-    /// already running on the CPU).
+    /// State changes the state program missed (the kernel skips a tracing
+    /// program that is already running on the CPU) and its backstops
+    /// handled: its second copy, or the socket's destruction.
     pub const CAUGHT: u32 = 7;
     pub const COUNT: u32 = 8;
 }

@@ -4,6 +4,8 @@
 //!   change and keeps each cgroup's live inbound/outbound/listener counts.
 //!   `sock_state_twin` is the same program attached again, for the changes
 //!   the kernel skips for the first (see `state.rs`).
+//! - `sock_destroyed` (tp_btf/tcp_destroy_sock) uncounts a connection whose
+//!   last state change both copies missed.
 //! - `adopt_tcp` (iter/tcp) adopts sockets that existed before the agent
 //!   started, from the owners the agent found with sock_diag.
 //! - `inbound_rx` (cgroup_skb/ingress) sees inbound payload of pods that
@@ -18,6 +20,7 @@
 
 mod adopt;
 mod counters;
+mod destroy;
 mod exits;
 mod ingress;
 mod kmem;

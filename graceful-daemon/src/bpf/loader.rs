@@ -137,6 +137,8 @@ const STATE: (&str, &str) = (names::PROG_STATE, "inet_sock_set_state");
 /// skips for the first while that one is running on the same CPU.
 const STATE_TWIN: (&str, &str) = (names::PROG_STATE_TWIN, "inet_sock_set_state");
 const POPULATED: (&str, &str) = (names::PROG_POPULATED, "cgroup_notify_populated");
+/// The state program's backstop at a socket's end (see `destroy.rs`).
+const DESTROYED: (&str, &str) = (names::PROG_DESTROYED, "tcp_destroy_sock");
 
 fn pin_err(what: impl Into<String>, e: impl std::fmt::Display) -> LoadError {
     LoadError::Pin {
@@ -216,6 +218,14 @@ pub fn attach(pins: &PinDir, opts: &AttachOptions) -> Result<Attached, LoadError
             info!(link = %path.display(), "{} attached", which.0);
         }
     }
+    // A backstop, not a requirement: without it a count the state program
+    // missed twice stays until the agent restarts and re-adopts.
+    let destroy_link = pins.link(names::PROG_DESTROYED, &fp);
+    if !destroy_link.exists() {
+        if let Err(e) = attach_and_pin(&mut ebpf, DESTROYED, &destroy_link) {
+            warn!(error = %e, "no backstop at socket destruction: a rarely missed close could leave a count up");
+        }
+    }
     // Container exits: a faster path than inotify, not a requirement.
     let exits_link = pins.link(names::PROG_POPULATED, &fp);
     let exits = match &offsets.cgroup {
@@ -229,15 +239,25 @@ pub fn attach(pins: &PinDir, opts: &AttachOptions) -> Result<Attached, LoadError
 
     // Only now, with our programs running, let any older ones go.
     let mut replaced_links = Vec::new();
-    let ours = [link_path.as_path(), twin_path.as_path(), exits_link.as_path()];
+    let ours = [
+        link_path.as_path(),
+        twin_path.as_path(),
+        destroy_link.as_path(),
+        exits_link.as_path(),
+    ];
     if let Ok(dir) = std::fs::read_dir(pins.links()) {
         for entry in dir.flatten() {
             let path = entry.path();
             let name = entry.file_name();
             let name = name.to_string_lossy();
-            let known = [names::PROG_STATE, names::PROG_STATE_TWIN, names::PROG_POPULATED]
-                .iter()
-                .any(|p| name.starts_with(&format!("{p}-")));
+            let known = [
+                names::PROG_STATE,
+                names::PROG_STATE_TWIN,
+                names::PROG_DESTROYED,
+                names::PROG_POPULATED,
+            ]
+            .iter()
+            .any(|p| name.starts_with(&format!("{p}-")));
             if known && !ours.contains(&path.as_path()) {
                 std::fs::remove_file(&path).map_err(|e| pin_err(format!("remove {}", path.display()), e))?;
                 info!(link = %path.display(), "detached the previous version's program");
