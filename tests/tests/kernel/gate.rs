@@ -46,12 +46,51 @@ pub fn wait_draining(agent: &Agent, n: usize) {
     });
 }
 
+/// Waits until the hook prints its first progress line, which the agent
+/// sends once the drain is engaged (for `quiet`, once it watches payload).
+/// Reading the hook's own output adds no latency, where asking the agent's
+/// API costs a process start (seconds under qemu). The rest of the output
+/// comes with [`finish_engaged`].
+pub fn engaged(child: &mut Child) -> std::thread::JoinHandle<String> {
+    use std::io::BufRead;
+    let stdout = child.stdout.take().expect("piped stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            if line.contains("inbound connection(s) at") {
+                let _ = tx.send(());
+            }
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    rx.recv_timeout(Duration::from_secs(30))
+        .expect("the hook printed no progress line within 30 s");
+    reader
+}
+
+/// [`finish`] for a hook whose stdout [`engaged`] took.
+pub fn finish_engaged(child: Child, stdout: std::thread::JoinHandle<String>) -> (Value, String) {
+    let out = child.wait_with_output().unwrap();
+    let stdout = stdout.join().unwrap();
+    report_of(out.status, stdout, &out.stderr)
+}
+
 /// Waits for the hook; returns its report (its last stdout line) and its output.
 pub fn finish(child: Child) -> (Value, String) {
     let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "graceful-wait failed: {stdout}{stderr}");
+    report_of(
+        out.status,
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        &out.stderr,
+    )
+}
+
+fn report_of(status: std::process::ExitStatus, stdout: String, stderr: &[u8]) -> (Value, String) {
+    let stderr = String::from_utf8_lossy(stderr);
+    assert!(status.success(), "graceful-wait failed: {stdout}{stderr}");
     let last = stdout.lines().last().unwrap_or_default();
     let report: Value = serde_json::from_str(last)
         .unwrap_or_else(|e| panic!("last line {last:?} is not JSON: {e}\n{stderr}"));
@@ -117,38 +156,40 @@ fn quiet_releases_idle_keepalives_and_drained_hits_the_deadline() {
     let lb = Cgroup::unique("lb");
     let (_app, mut pool) = held_connections(pod.container(0), &lb, 20);
 
-    let child = hook(
+    let mut child = hook(
         &agent,
         pod.container(0),
         &[
-            "--policy", "quiet", "--quiet", "500ms", "--min", "0s", "--max", "10s",
+            "--policy", "quiet", "--quiet", "800ms", "--min", "0s", "--max", "10s",
         ],
     );
     // Requests over the pool keep it busy, each well within the quiet
     // window of the one before; then it goes idle. They start once the
-    // agent lists the drain, however slowly the hook started (qemu), so
-    // each one falls inside it.
-    wait_draining(&agent, 1);
+    // drain is engaged, however slowly the hook started (qemu): the first
+    // at once, then every 150 ms, past one window after the start.
+    let stdout = engaged(&mut child);
     let mut last_sent = 0;
-    for _ in 0..5 {
-        std::thread::sleep(Duration::from_millis(150));
+    for i in 0..7 {
+        if i > 0 {
+            std::thread::sleep(Duration::from_millis(150));
+        }
         last_sent = monotonic_ns();
         pool.cmd("send-out 3 512");
     }
     let last_payload = monotonic_ns();
-    let (report, out) = finish(child);
+    let (report, out) = finish_engaged(child, stdout);
     assert_eq!(report["reason"], "quiet", "{out}");
     assert_eq!(report["inbound_at_release"], 20);
     // The payload held the drain past the window after its start...
     let start = report["start_ns"].as_u64().unwrap();
-    assert!(last_sent >= start + 750_000_000, "the test's own timing: {out}");
+    assert!(last_sent >= start + 800_000_000, "the test's own timing: {out}");
     // ...and it was released not before the window after the last payload
     // had passed; and on its end, not at a poll or the deadline.
     let release = report["release_ns"].as_u64().unwrap();
     let after_ms = release.saturating_sub(last_payload) / 1_000_000;
     assert!(
-        release >= last_sent + 500_000_000 && after_ms <= 500 + EVENT_SLACK_MS,
-        "quiet released {after_ms} ms after the last payload (window 500 ms): {out}"
+        release >= last_sent + 800_000_000 && after_ms <= 800 + EVENT_SLACK_MS,
+        "quiet released {after_ms} ms after the last payload (window 800 ms): {out}"
     );
 
     let child = hook(
