@@ -265,7 +265,7 @@ impl Collector for Live {
             ),
             (
                 "kernel_caught_state_changes",
-                "State changes the kernel skipped for the state program (it was running on that CPU) and its second copy handled",
+                "State changes the kernel skipped for the state program (it was running on that CPU) that its backstops handled: its second copy, or the socket's destruction",
                 snap.kernel.caught,
             ),
         ];
