@@ -38,7 +38,7 @@ fn live_counts_stay_exact_when_softirqs_interrupt_the_programs() {
         .unwrap();
     if !shaped.status.success() {
         eprintln!(
-            "SKIPPED nested: no tbf qdisc here ({})",
+            "SKIPPED nested: cannot shape loopback with tbf here ({}); the host run covers it",
             String::from_utf8_lossy(&shaped.stderr).trim()
         );
         return;
