@@ -9,7 +9,7 @@ use std::{
 
 use aya::maps::{Array, Map, MapData};
 use graceful_common::Meta;
-use graceful_tests::agent::{graceful, graceful_bin, Agent};
+use graceful_tests::agent::{graceful, graceful_bin, output_within, Agent};
 
 use crate::require_root;
 
@@ -80,19 +80,30 @@ fn nothing_installed_is_one_line() {
 fn agent_mounts_a_missing_bpffs() {
     require_root!();
     let name = graceful_tests::unique("nobpffs");
+    // The daemon goes down with the script whatever happens: alive, it would
+    // hold the script's output open and the test would wait for ever. The
+    // pins are ready when `cgroups` reads them, not when the first file
+    // appears: the agent writes the layout map just after pinning the maps.
     let script = format!(
         "umount -l /sys/fs/bpf 2>/dev/null; \
          if grep -q ' /sys/fs/bpf bpf' /proc/self/mounts; then echo still mounted; exit 3; fi; \
          GRACEFUL_PIN_DIR=/sys/fs/bpf/{name} {bin} daemon & pid=$!; \
-         for i in $(seq 100); do [ -e /sys/fs/bpf/{name}/maps/GRACEFUL_COUNTERS ] && break; sleep 0.1; done; \
-         GRACEFUL_PIN_DIR=/sys/fs/bpf/{name} {bin} cgroups -a -o json >/dev/null || exit 4; \
+         trap 'kill -TERM $pid 2>/dev/null' EXIT; \
+         ok=; for i in $(seq 100); do \
+           GRACEFUL_PIN_DIR=/sys/fs/bpf/{name} {bin} cgroups -a -o json >/dev/null 2>&1 && ok=1 && break; sleep 0.1; \
+         done; \
+         [ -n \"$ok\" ] || {{ GRACEFUL_PIN_DIR=/sys/fs/bpf/{name} {bin} cgroups -a -o json >/dev/null; exit 4; }}; \
          kill -TERM $pid; wait $pid; GRACEFUL_PIN_DIR=/sys/fs/bpf/{name} {bin} uninstall >/dev/null",
         bin = graceful_bin().display()
     );
-    let out = Command::new("unshare")
+    let child = Command::new("unshare")
         .args(["-m", "--propagation", "private", "sh", "-c", &script])
-        .output()
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
+    let out = output_within(child, std::time::Duration::from_secs(90), "the bpffs script");
     assert!(
         out.status.success(),
         "{}{}",
