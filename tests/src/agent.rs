@@ -184,7 +184,14 @@ impl Agent {
             .expect("start graceful daemon");
         self.child = Some(child);
         let before = self.ready_lines();
-        crate::wait_for(30, "the agent to be ready", || {
+        // Under qemu's TCG the kernel verifies and attaches five programs
+        // at a fraction of native speed: a start took over 30 s there.
+        let limit = if std::env::var_os("GRACEFUL_VM").is_some() {
+            120
+        } else {
+            30
+        };
+        crate::wait_for(limit, "the agent to be ready", || {
             if let Some(c) = self.child.as_mut() {
                 if let Ok(Some(status)) = c.try_wait() {
                     panic!(
