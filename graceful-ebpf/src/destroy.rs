@@ -15,9 +15,9 @@
 use core::ffi::c_void;
 
 use aya_ebpf::{macros::btf_tracepoint, programs::BtfTracePointContext};
-use graceful_common::{role, stat};
+use graceful_common::{role, stat, tcp};
 
-use crate::{counters, maps::bump, sock};
+use crate::{maps::bump, sock, state};
 
 #[btf_tracepoint(function = "tcp_destroy_sock")]
 pub fn sock_destroyed(ctx: BtfTracePointContext) -> i32 {
@@ -25,9 +25,8 @@ pub fn sock_destroyed(ctx: BtfTracePointContext) -> i32 {
     let Some(o) = sock::owner(sk) else {
         return 0;
     };
-    if o.counted != 0 && o.role != role::LISTENER {
-        o.counted = 0;
-        counters::close(o.cgroup_id, o.role);
+    // CLOSE is not live: this uncounts it if a change was missed.
+    if o.role != role::LISTENER && state::settle(o, tcp::CLOSE) {
         bump(stat::CAUGHT);
     }
     0

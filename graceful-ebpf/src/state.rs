@@ -147,7 +147,7 @@ fn start(o: &mut SockOwner, new: u32) -> Handled {
 /// Counts or uncounts a connection as `new` is live or not. Returns whether
 /// anything changed.
 #[inline(always)]
-fn settle(o: &mut SockOwner, new: u32) -> bool {
+pub fn settle(o: &mut SockOwner, new: u32) -> bool {
     let live = tcp::is_live(new);
     if live && o.counted == 0 {
         o.counted = 1;
