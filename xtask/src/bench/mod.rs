@@ -23,6 +23,7 @@ mod agent;
 mod bpf;
 mod cgroup;
 mod churn;
+mod load;
 mod memory;
 mod release;
 mod stats;
@@ -40,6 +41,9 @@ pub enum BenchCmd {
     /// Internal: one process of the memory bench, run inside its cgroup.
     #[command(hide = true)]
     MemoryWorker(worker::Args),
+    /// The churn load alone, one window, agent untouched: for profiling with `perf record -a`.
+    #[command(hide = true)]
+    Load(load::Args),
 }
 
 pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
@@ -55,6 +59,7 @@ pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
         BenchCmd::Churn(args) => churn::run(args),
         BenchCmd::Memory(args) => memory::run(args),
         BenchCmd::ReleaseLatency(args) => release::run(args),
+        BenchCmd::Load(args) => load::run(args),
         BenchCmd::MemoryWorker(_) => unreachable!(),
     }
 }
