@@ -16,6 +16,8 @@ pub enum LayoutError {
     Version { dir: PathBuf, found: u32 },
     #[error("pinned map {path} is not what this graceful expects ({what}): run `graceful uninstall`, or start the daemon with --replace-incompatible-pins")]
     Mismatch { path: PathBuf, what: String },
+    #[error("the maps in {dir} are pinned but their layout record is still empty after {waited_ms} ms: an agent is starting there, or one died while starting; if no agent is starting, run `graceful uninstall`")]
+    Unwritten { dir: PathBuf, waited_ms: u64 },
     #[error(
         "cannot read pinned map {path}: {source}; check that {path} is on a bpffs and that you are root"
     )]
@@ -143,13 +145,46 @@ pub fn read_meta(pins: &PinDir) -> Result<Option<Meta>, LayoutError> {
     Ok(Some(meta))
 }
 
+/// How long a reader waits for a starting agent to write the meta record.
+const UNWRITTEN_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The meta record once written. An agent pins its maps as it loads them
+/// and writes the record right after; a reader that comes in between finds
+/// it all zero, and waits for it rather than call it a foreign layout.
+fn wait_written(pins: &PinDir) -> Result<Meta, LayoutError> {
+    let t0 = std::time::Instant::now();
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        match read_meta(pins)? {
+            Some(m) if m != Meta::default() => return Ok(m),
+            None => {
+                return Err(LayoutError::Mismatch {
+                    path: pins.map(names::META),
+                    what: "removed while being read".into(),
+                })
+            }
+            Some(_) if t0.elapsed() >= UNWRITTEN_WAIT => {
+                return Err(LayoutError::Unwritten {
+                    dir: pins.maps(),
+                    waited_ms: t0.elapsed().as_millis() as u64,
+                })
+            }
+            Some(_) => {}
+        }
+    }
+}
+
 /// Checks every pinned map against this build's layout.
 pub fn check(pins: &PinDir) -> Result<PinState, LayoutError> {
     let any = PinDir::map_names().iter().any(|n| pins.map(n).exists());
     if !any {
         return Ok(PinState::Empty);
     }
-    match read_meta(pins)? {
+    let meta = match read_meta(pins)? {
+        Some(m) if m == Meta::default() => Some(wait_written(pins)?),
+        other => other,
+    };
+    match meta {
         None => {
             return Err(LayoutError::Mismatch {
                 path: pins.map(names::META),

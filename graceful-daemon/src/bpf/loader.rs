@@ -178,6 +178,15 @@ pub fn attach(pins: &PinDir, opts: &AttachOptions) -> Result<Attached, LoadError
     prepare_pin_dir(pins)?;
     let state = match layout::check(pins) {
         Ok(s) => s,
+        // Maps are pinned before the record is written and programs are
+        // attached after it: an earlier agent died in between, and its
+        // maps never counted anything.
+        Err(e @ LayoutError::Unwritten { .. }) => {
+            warn!(error = %e, "an earlier agent died while starting; replacing its pins");
+            uninstall(pins).map_err(|e| pin_err("remove the pins of an unfinished start", e))?;
+            prepare_pin_dir(pins)?;
+            PinState::Empty
+        }
         Err(e) if opts.replace_incompatible => {
             warn!(error = %e, "replacing incompatible pins; live counts will be re-adopted, totals restart");
             uninstall(pins).map_err(|e| pin_err("remove incompatible pins", e))?;

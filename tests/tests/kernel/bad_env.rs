@@ -219,3 +219,51 @@ fn a_busy_api_address_is_one_line_and_the_agent_serves_on() {
     );
     drop(taken);
 }
+
+/// An agent killed between pinning its maps and writing their layout
+/// record leaves an empty record. A reader waits briefly for a starting
+/// agent, then says what happened in one line; the next agent takes the
+/// pins over by itself (nothing was ever attached to them).
+#[test]
+fn an_unfinished_start_is_explained_and_taken_over() {
+    require_root!();
+    let mut agent = Agent::new();
+    agent.start();
+    agent.stop();
+    let meta_path = agent.pin_dir.join("maps/GRACEFUL_META");
+    {
+        let data = MapData::from_pin(&meta_path).unwrap();
+        let mut meta: Array<MapData, Meta> = Array::try_from(Map::Array(data)).unwrap();
+        meta.set(0, Meta::default(), 0).unwrap();
+    }
+
+    let t0 = std::time::Instant::now();
+    let out = graceful(&agent.pin_dir, &["cgroups"]);
+    one_clear_line(&out, "still empty");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("graceful uninstall"));
+    assert!(
+        t0.elapsed() >= std::time::Duration::from_secs(2),
+        "the reader should have waited for a starting agent first"
+    );
+    assert!(meta_path.exists(), "a reader must not remove the pins");
+
+    let out = Command::new(graceful_bin())
+        .arg("daemon")
+        .env("GRACEFUL_PIN_DIR", &agent.pin_dir)
+        .env("RUST_LOG", "warn")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    graceful_tests::wait_for(20, "taken-over pins", || {
+        let out = graceful(&agent.pin_dir, &["cgroups", "-a", "-o", "json"]);
+        out.status.success().then_some(())
+    });
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(out.id() as i32, libc::SIGTERM) };
+    let out = graceful_tests::agent::output_within(
+        out,
+        std::time::Duration::from_secs(60),
+        "the agent after SIGTERM",
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("died while starting"));
+}
