@@ -9,6 +9,11 @@
 //! and `graceful uninstall` run, and the kernel checked to have no
 //! `sock_set_state` program loaded at all.
 //!
+//! `--compare PATH` adds a third window to every round, with another
+//! `graceful` binary attached (a build of a change to the programs): its
+//! ratio is printed beside the main agent's, measured in the same rounds,
+//! so the machine's drift does not decide between the two.
+//!
 //! One more window, after the rounds, turns on the kernel's run-time
 //! statistics of BPF programs and reports the time spent inside the state
 //! program per connection: the part of the cost the program's own code can
@@ -56,6 +61,12 @@ pub struct Args {
     /// A round counts as undisturbed if other processes used at most this share of the CPUs, in percent.
     #[arg(long, default_value_t = 10.0)]
     pub max_others_pct: f64,
+    /// A second `graceful` binary, measured in a third window of every
+    /// round (with its own pin directory): its ratio against "without" is
+    /// printed beside the main agent's. For judging a change to the
+    /// programs side by side, in the same run.
+    #[arg(long, value_name = "PATH")]
+    pub compare: Option<PathBuf>,
     #[command(flatten)]
     pub agent: AgentArgs,
 }
@@ -64,11 +75,15 @@ pub struct Args {
 enum Cond {
     Without,
     With,
+    /// The `--compare` agent.
+    Compared,
 }
 
 struct Round {
     without: Outcome,
     with: Outcome,
+    /// The `--compare` agent's window.
+    compared: Option<Outcome>,
     first: Cond,
     /// Time from spawning the agent to its `ready` line (not measured load).
     agent_ready: Duration,
@@ -87,9 +102,22 @@ impl Round {
         self.with.cpu_us_per_conn() / self.without.cpu_us_per_conn()
     }
 
-    /// Other work's share of the CPUs, the worse of the two windows.
+    fn compared_ratio(&self) -> Option<f64> {
+        self.compared.map(|c| c.per_second() / self.without.per_second())
+    }
+
+    fn compared_cpu_ratio(&self) -> Option<f64> {
+        self.compared
+            .map(|c| c.cpu_us_per_conn() / self.without.cpu_us_per_conn())
+    }
+
+    /// Other work's share of the CPUs, the worst of the windows.
     fn others_pct(&self) -> f64 {
-        self.without.others_pct().max(self.with.others_pct())
+        let compared = self.compared.map_or(0.0, |c| c.others_pct());
+        self.without
+            .others_pct()
+            .max(self.with.others_pct())
+            .max(compared)
     }
 
     /// Nothing else disturbed either window.
@@ -133,6 +161,40 @@ impl Inside {
     }
 }
 
+/// One window with `agent` attached.
+struct Attached {
+    out: Outcome,
+    ready: Duration,
+    counted: u64,
+    foreign: usize,
+}
+
+fn measure_attached(agent: &mut Agent, cfg: &Config) -> anyhow::Result<Attached> {
+    let started = agent.start()?;
+    let loaded = bpf::state_programs_loaded()?;
+    if loaded == 0 {
+        bail!("the agent is ready but no sock_set_state program is loaded");
+    }
+    let before: u64 = agent.cgroups()?.iter().map(|r| r.inbound_total).sum();
+    let out = tcp_load::measure(cfg)?;
+    let after: u64 = agent.cgroups()?.iter().map(|r| r.inbound_total).sum();
+    let counted = after - before;
+    if counted < out.completed {
+        bail!(
+            "the agent counted {counted} inbound connections but {} completed: is it attached?",
+            out.completed
+        );
+    }
+    agent.stop()?;
+    agent.uninstall()?;
+    Ok(Attached {
+        out,
+        ready: started.ready_after,
+        counted,
+        foreign: loaded - 1,
+    })
+}
+
 fn time_inside(agent: &mut Agent, cfg: &Config) -> anyhow::Result<Inside> {
     agent.start()?;
     let stats = bpf::RunTimeStats::enable().context("enabling BPF run-time statistics (BPF_ENABLE_STATS)")?;
@@ -168,6 +230,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         window: Duration::from_secs_f64(args.seconds),
     };
     let mut agent = Agent::new(&bin, &args.pin_dir)?;
+    let mut compared = match &args.compare {
+        Some(path) => {
+            let mut pins = args.pin_dir.clone().into_os_string();
+            pins.push("-compare");
+            Some(Agent::new(path, &PathBuf::from(pins))?)
+        }
+        None => None,
+    };
     let profile = if cfg!(debug_assertions) {
         "dev (unoptimised)"
     } else {
@@ -180,6 +250,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         bin.display(),
         args.pin_dir.display()
     );
+    if let Some(path) = &args.compare {
+        println!("compared:   {} (a third window each round)", path.display());
+    }
     println!(
         "load:       {} client + {} server threads, connect → accept → client close → server close (read to EOF)",
         args.concurrency, args.concurrency
@@ -248,23 +321,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "counted",
         "progs"
     );
+    let mut conds = vec![Cond::Without, Cond::With];
+    if compared.is_some() {
+        conds.push(Cond::Compared);
+    }
     let mut rounds = Vec::new();
     for i in 0..args.rounds {
         super::check_interrupted()?;
-        let first = if i % 2 == 0 { Cond::Without } else { Cond::With };
-        let mut without = None;
-        let mut with = None;
+        // Each condition comes first in turn: with two, the order flips
+        // every round.
+        let mut order = conds.clone();
+        order.rotate_left(i as usize % conds.len());
+        let first = order[0];
+        let (mut without, mut with, mut compared_out) = (None, None, None);
         let mut agent_ready = Duration::ZERO;
         let mut agent_counted = 0;
         let mut foreign = 0;
-        for cond in [
-            first,
-            if first == Cond::With {
-                Cond::Without
-            } else {
-                Cond::With
-            },
-        ] {
+        for cond in order {
             match cond {
                 Cond::Without => {
                     if agent.link_pinned() {
@@ -274,32 +347,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     without = Some(tcp_load::measure(&cfg)?);
                 }
                 Cond::With => {
-                    let started = agent.start()?;
-                    agent_ready = started.ready_after;
-                    let loaded = bpf::state_programs_loaded()?;
-                    if loaded == 0 {
-                        bail!("the agent is ready but no sock_set_state program is loaded");
-                    }
-                    foreign = foreign.max(loaded - 1);
-                    let before: u64 = agent.cgroups()?.iter().map(|r| r.inbound_total).sum();
-                    let out = tcp_load::measure(&cfg)?;
-                    let after: u64 = agent.cgroups()?.iter().map(|r| r.inbound_total).sum();
-                    agent_counted = after - before;
-                    if agent_counted < out.completed {
-                        bail!(
-                            "the agent counted {agent_counted} inbound connections but {} completed: is it attached?",
-                            out.completed
-                        );
-                    }
-                    agent.stop()?;
-                    agent.uninstall()?;
-                    with = Some(out);
+                    let a = measure_attached(&mut agent, &cfg)?;
+                    (agent_ready, agent_counted) = (a.ready, a.counted);
+                    foreign = foreign.max(a.foreign);
+                    with = Some(a.out);
+                }
+                Cond::Compared => {
+                    let other = compared.as_mut().expect("only with --compare");
+                    let a = measure_attached(other, &cfg)?;
+                    foreign = foreign.max(a.foreign);
+                    compared_out = Some(a.out);
                 }
             }
         }
         let r = Round {
             without: without.expect("measured"),
             with: with.expect("measured"),
+            compared: compared_out,
             first,
             agent_ready,
             agent_counted,
@@ -309,7 +373,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         println!(
             "{:>5}  {:<12} {:>10.0} {:>10.0} {:>8.4}  {:>9.2} {:>9.2} {:>8.4}  {:>7.1}  {:>8.0} {:>9} {:>7}{}{}",
             i + 1,
-            if r.first == Cond::Without { "without→with" } else { "with→without" },
+            match r.first {
+                Cond::Without => "without→with",
+                Cond::With => "with→without",
+                Cond::Compared => "compared→…",
+            },
             r.without.per_second(),
             r.with.per_second(),
             r.ratio(),
@@ -323,8 +391,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             if r.clean(args.max_others_pct) { "" } else { "  (disturbed)" },
             if errors > 0 { format!("  ({errors} failed connects)") } else { String::new() },
         );
+        if let (Some(c), Some(ratio), Some(cpu)) = (r.compared, r.compared_ratio(), r.compared_cpu_ratio()) {
+            println!(
+                "{:>5}  {:<12} {:>10} {:>10.0} {:>8.4}  {:>9} {:>9.2} {:>8.4}",
+                "",
+                "  compared",
+                "",
+                c.per_second(),
+                ratio,
+                "",
+                c.cpu_us_per_conn(),
+                cpu
+            );
+        }
         rounds.push(r);
     }
+    drop(compared);
 
     super::check_interrupted()?;
     let inside = time_inside(&mut agent, &cfg)?;
@@ -365,6 +447,26 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     row("CPU µs per connection, without", &cw, 2);
     row("CPU µs per connection, with", &ca, 2);
     row("ratio with/without (CPU/conn)", &cr, 4);
+    let compared_ratios: Vec<f64> = rounds.iter().filter_map(Round::compared_ratio).collect();
+    let compared_sr = Summary::of(&compared_ratios);
+    let compared_cr = Summary::of(
+        &rounds
+            .iter()
+            .filter_map(Round::compared_cpu_ratio)
+            .collect::<Vec<_>>(),
+    );
+    if let (Some(s), Some(c)) = (&compared_sr, &compared_cr) {
+        row("compared agent: ratio (conn/s)", s, 4);
+        row("compared agent: ratio (CPU/conn)", c, 4);
+        let wins = rounds
+            .iter()
+            .filter(|r| r.compared_ratio().is_some_and(|c| c > r.ratio()))
+            .count();
+        println!(
+            "compared agent faster than the main one in {wins} of {} rounds",
+            rounds.len()
+        );
+    }
     if let (Some(s), Some(c)) = (clean_sr, clean_cr) {
         println!(
             "undisturbed rounds only ({} of {}: other processes ≤ {:.0} % CPU and no other graceful loaded):",
@@ -435,6 +537,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "inside_program_runs_per_conn": (inside.runs_per_conn * 100.0).round() / 100.0,
         "inside_program_us_per_conn": (inside.us_per_conn() * 1000.0).round() / 1000.0,
         "per_round_ratio": rounds.iter().map(|r| r4(r.ratio())).collect::<Vec<_>>(),
+        "compared_ratio_with_without": compared_sr.map(|s| s.json(4)),
+        "compared_cpu_ratio_with_without": compared_cr.map(|s| s.json(4)),
+        "per_round_compared_ratio": compared_ratios.iter().map(|x| r4(*x)).collect::<Vec<_>>(),
         "per_round_others_cpu_pct": rounds.iter().map(|r| (r.others_pct() * 10.0).round() / 10.0).collect::<Vec<_>>(),
         "undisturbed_rounds": clean.len(),
         "undisturbed_ratio_with_without": clean_sr.map(|s| s.json(4)),
