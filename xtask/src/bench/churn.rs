@@ -84,7 +84,8 @@ struct Round {
     with: Outcome,
     /// The `--compare` agent's window.
     compared: Option<Outcome>,
-    first: Cond,
+    /// The order the windows ran in.
+    order: Vec<Cond>,
     /// Time from spawning the agent to its `ready` line (not measured load).
     agent_ready: Duration,
     /// Connections the agent counted (inbound_total) during its measurement.
@@ -100,6 +101,18 @@ impl Round {
 
     fn cpu_ratio(&self) -> f64 {
         self.with.cpu_us_per_conn() / self.without.cpu_us_per_conn()
+    }
+
+    /// "without→with", or with `--compare` e.g. "w.o→with→cmp".
+    fn order_label(&self) -> String {
+        let three = self.order.len() > 2;
+        let name = |c: &Cond| match c {
+            Cond::Without if three => "w.o",
+            Cond::Without => "without",
+            Cond::With => "with",
+            Cond::Compared => "cmp",
+        };
+        self.order.iter().map(name).collect::<Vec<_>>().join("→")
     }
 
     fn compared_ratio(&self) -> Option<f64> {
@@ -263,8 +276,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         args.rst_percent
     );
     println!(
-        "windows:    {} rounds × 2 × {:.1} s (after {:.1} s warm-up each); order flips every round",
-        args.rounds, args.seconds, args.warmup
+        "windows:    {} rounds × {} × {:.1} s (after {:.1} s warm-up each); {}",
+        args.rounds,
+        if args.compare.is_some() { 3 } else { 2 },
+        args.seconds,
+        args.warmup,
+        if args.compare.is_some() {
+            "each window comes first in turn"
+        } else {
+            "order flips every round"
+        }
     );
     println!(
         "machine:    {} CPUs, load {}, tcp_tw_reuse={}, tcp_max_tw_buckets={}, ip_local_port_range={}; bench built {profile}",
@@ -332,12 +353,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         // every round.
         let mut order = conds.clone();
         order.rotate_left(i as usize % conds.len());
-        let first = order[0];
         let (mut without, mut with, mut compared_out) = (None, None, None);
         let mut agent_ready = Duration::ZERO;
         let mut agent_counted = 0;
         let mut foreign = 0;
-        for cond in order {
+        for &cond in &order {
             match cond {
                 Cond::Without => {
                     if agent.link_pinned() {
@@ -364,7 +384,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             without: without.expect("measured"),
             with: with.expect("measured"),
             compared: compared_out,
-            first,
+            order,
             agent_ready,
             agent_counted,
             foreign,
@@ -373,11 +393,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         println!(
             "{:>5}  {:<12} {:>10.0} {:>10.0} {:>8.4}  {:>9.2} {:>9.2} {:>8.4}  {:>7.1}  {:>8.0} {:>9} {:>7}{}{}",
             i + 1,
-            match r.first {
-                Cond::Without => "without→with",
-                Cond::With => "with→without",
-                Cond::Compared => "compared→…",
-            },
+            r.order_label(),
             r.without.per_second(),
             r.with.per_second(),
             r.ratio(),
