@@ -10,6 +10,17 @@ use std::{
 use graceful_common::CgroupCounters;
 
 /// The `graceful` binary: `GRACEFUL_BIN`, or target/<profile>/graceful.
+/// How long an agent may take to start. Under qemu's TCG the kernel
+/// verifies and attaches five programs at a fraction of native speed: a
+/// start took over 30 s there.
+pub fn start_limit_secs() -> u64 {
+    if std::env::var_os("GRACEFUL_VM").is_some() {
+        120
+    } else {
+        30
+    }
+}
+
 pub fn graceful_bin() -> PathBuf {
     if let Some(p) = std::env::var_os("GRACEFUL_BIN") {
         return p.into();
@@ -184,14 +195,7 @@ impl Agent {
             .expect("start graceful daemon");
         self.child = Some(child);
         let before = self.ready_lines();
-        // Under qemu's TCG the kernel verifies and attaches five programs
-        // at a fraction of native speed: a start took over 30 s there.
-        let limit = if std::env::var_os("GRACEFUL_VM").is_some() {
-            120
-        } else {
-            30
-        };
-        crate::wait_for(limit, "the agent to be ready", || {
+        crate::wait_for(start_limit_secs(), "the agent to be ready", || {
             if let Some(c) = self.child.as_mut() {
                 if let Ok(Some(status)) = c.try_wait() {
                     panic!(

@@ -113,6 +113,53 @@ fn agent_mounts_a_missing_bpffs() {
     assert!(!Path::new("/sys/fs/bpf").join(&name).exists());
 }
 
+/// Rewrites the layout record pinned at `meta_path`.
+fn edit_meta(meta_path: &Path, edit: impl FnOnce(&mut Meta)) {
+    let data = MapData::from_pin(meta_path).unwrap();
+    let mut meta: Array<MapData, Meta> = Array::try_from(Map::Array(data)).unwrap();
+    let mut m = meta.get(&0, 0).unwrap();
+    edit(&mut m);
+    meta.set(0, m, 0).unwrap();
+}
+
+/// Runs `graceful daemon` with `args` on `pin_dir` until its pinned maps
+/// read well, stops it with SIGTERM, and returns what it logged (warnings
+/// and up).
+fn agent_log_until_readable(pin_dir: &Path, args: &[&str]) -> String {
+    let mut child = Command::new(graceful_bin())
+        .arg("daemon")
+        .args(args)
+        .env("GRACEFUL_PIN_DIR", pin_dir)
+        .env("RUST_LOG", "warn")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let limit = std::time::Duration::from_secs(graceful_tests::agent::start_limit_secs());
+    let t0 = std::time::Instant::now();
+    while !graceful(pin_dir, &["cgroups", "-a", "-o", "json"])
+        .status
+        .success()
+    {
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "the agent's pins were not readable after {limit:?}; its log:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = output_within(
+        child,
+        std::time::Duration::from_secs(60),
+        "the agent after SIGTERM",
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 /// Pins of another layout are refused with a clear line and left as they
 /// were, until the operator chooses to replace them.
 #[test]
@@ -122,14 +169,7 @@ fn changed_map_layout_is_detected_not_misread() {
     agent.start();
     agent.stop();
     let meta_path = agent.pin_dir.join("maps/GRACEFUL_META");
-    let set_version = |v: u32| {
-        let data = MapData::from_pin(&meta_path).unwrap();
-        let mut meta: Array<MapData, Meta> = Array::try_from(Map::Array(data)).unwrap();
-        let mut m = meta.get(&0, 0).unwrap();
-        m.layout_version = v;
-        meta.set(0, m, 0).unwrap();
-    };
-    set_version(999);
+    edit_meta(&meta_path, |m| m.layout_version = 999);
 
     for cmd in [&["daemon"][..], &["cgroups"][..]] {
         let out = graceful(&agent.pin_dir, cmd);
@@ -138,25 +178,8 @@ fn changed_map_layout_is_detected_not_misread() {
     }
     assert!(meta_path.exists(), "refusing must not remove the pins");
 
-    let out = Command::new(graceful_bin())
-        .args(["daemon", "--replace-incompatible-pins"])
-        .env("GRACEFUL_PIN_DIR", &agent.pin_dir)
-        .env("RUST_LOG", "warn")
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    graceful_tests::wait_for(20, "replaced pins", || {
-        let out = graceful(&agent.pin_dir, &["cgroups", "-a", "-o", "json"]);
-        out.status.success().then_some(())
-    });
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(out.id() as i32, libc::SIGTERM) };
-    let out = graceful_tests::agent::output_within(
-        out,
-        std::time::Duration::from_secs(60),
-        "the agent after SIGTERM",
-    );
-    assert!(String::from_utf8_lossy(&out.stderr).contains("replacing incompatible pins"));
+    let log = agent_log_until_readable(&agent.pin_dir, &["--replace-incompatible-pins"]);
+    assert!(log.contains("replacing incompatible pins"), "{log}");
 }
 
 #[test]
@@ -231,11 +254,7 @@ fn an_unfinished_start_is_explained_and_taken_over() {
     agent.start();
     agent.stop();
     let meta_path = agent.pin_dir.join("maps/GRACEFUL_META");
-    {
-        let data = MapData::from_pin(&meta_path).unwrap();
-        let mut meta: Array<MapData, Meta> = Array::try_from(Map::Array(data)).unwrap();
-        meta.set(0, Meta::default(), 0).unwrap();
-    }
+    edit_meta(&meta_path, |m| *m = Meta::default());
 
     let t0 = std::time::Instant::now();
     let out = graceful(&agent.pin_dir, &["cgroups"]);
@@ -247,23 +266,6 @@ fn an_unfinished_start_is_explained_and_taken_over() {
     );
     assert!(meta_path.exists(), "a reader must not remove the pins");
 
-    let out = Command::new(graceful_bin())
-        .arg("daemon")
-        .env("GRACEFUL_PIN_DIR", &agent.pin_dir)
-        .env("RUST_LOG", "warn")
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    graceful_tests::wait_for(20, "taken-over pins", || {
-        let out = graceful(&agent.pin_dir, &["cgroups", "-a", "-o", "json"]);
-        out.status.success().then_some(())
-    });
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(out.id() as i32, libc::SIGTERM) };
-    let out = graceful_tests::agent::output_within(
-        out,
-        std::time::Duration::from_secs(60),
-        "the agent after SIGTERM",
-    );
-    assert!(String::from_utf8_lossy(&out.stderr).contains("died while starting"));
+    let log = agent_log_until_readable(&agent.pin_dir, &[]);
+    assert!(log.contains("died while starting"), "{log}");
 }
