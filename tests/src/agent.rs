@@ -9,7 +9,6 @@ use std::{
 
 use graceful_common::CgroupCounters;
 
-/// The `graceful` binary: `GRACEFUL_BIN`, or target/<profile>/graceful.
 /// How long an agent may take to start. Under qemu's TCG the kernel
 /// verifies and attaches five programs at a fraction of native speed: a
 /// start took over 30 s there.
@@ -21,6 +20,7 @@ pub fn start_limit_secs() -> u64 {
     }
 }
 
+/// The `graceful` binary: `GRACEFUL_BIN`, or target/<profile>/graceful.
 pub fn graceful_bin() -> PathBuf {
     if let Some(p) = std::env::var_os("GRACEFUL_BIN") {
         return p.into();
