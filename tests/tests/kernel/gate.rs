@@ -245,17 +245,19 @@ fn a_drain_survives_kill_9_of_the_agent() {
     graceful_tests::wait_for(10, "accepts", || (app.accepted() == 3).then_some(()));
 
     let started = Instant::now();
-    let child = hook(
+    let mut child = hook(
         &agent,
         pod.container(0),
         &["--min", "0s", "--settle", "100ms", "--max", "20s"],
     );
-    std::thread::sleep(Duration::from_millis(300));
+    // Killed mid-drain: once the drain is engaged, however slowly the hook
+    // started (qemu).
+    let stdout = engaged(&mut child);
     agent.kill9();
     app.cmd("close-in 3 fin");
     std::thread::sleep(Duration::from_millis(300));
     agent.start();
-    let (report, out) = finish(child);
+    let (report, out) = finish_engaged(child, stdout);
     assert_eq!(report["reason"], "drained", "{out}");
     assert!(out.contains("reconnecting"), "{out}");
     // The drain kept its original start.

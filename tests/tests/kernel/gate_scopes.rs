@@ -1,7 +1,7 @@
 //! Scopes of the gate: a sidecar held by its pod's traffic, a container
 //! released by its own connections, a proxy outliving named containers.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use graceful::bpf::loader::monotonic_ns;
 use graceful_tests::{
@@ -13,7 +13,7 @@ use graceful_tests::{
 };
 
 use crate::{
-    gate::{finish, hook},
+    gate::{engaged, finish, finish_engaged, hook},
     require_root,
 };
 
@@ -26,22 +26,24 @@ fn a_sidecar_with_scope_pod_is_held_until_the_app_has_drained() {
     let lb = Cgroup::unique("lb");
     let (mut app, _clients) = held_connections(pod.container(0), &lb, 4);
 
-    let started = Instant::now();
-    let sidecar = hook(
+    let mut sidecar = hook(
         &agent,
         pod.container(1),
         &[
             "--scope", "pod", "--min", "0s", "--settle", "100ms", "--max", "10s",
         ],
     );
-    std::thread::sleep(Duration::from_millis(600));
+    // The app drains once the drain is engaged, however slowly the hook
+    // started (qemu), and a while after: the sidecar must be held meanwhile.
+    let stdout = engaged(&mut sidecar);
+    std::thread::sleep(Duration::from_millis(300));
+    let closing = monotonic_ns();
     app.cmd("close-in 4 fin");
-    let closed_at = started.elapsed();
-    let (report, out) = finish(sidecar);
+    let (report, out) = finish_engaged(sidecar, stdout);
     assert_eq!(report["reason"], "drained", "{out}");
     assert_eq!(report["inbound_at_start"], 4, "{out}");
     assert!(
-        report["waited_ms"].as_u64().unwrap() >= closed_at.as_millis() as u64,
+        report["release_ns"].as_u64().unwrap() >= closing,
         "released before the app drained: {out}"
     );
     let after = report["after_last_close_ms"].as_u64().unwrap();
@@ -66,7 +68,7 @@ fn a_container_with_scope_container_is_released_when_its_own_connections_close()
         (waf.accepted() == 3 && proxy.accepted() == 5).then_some(())
     });
 
-    let waf_hook = hook(
+    let mut waf_hook = hook(
         &agent,
         pod.container(1),
         &[
@@ -80,10 +82,12 @@ fn a_container_with_scope_container_is_released_when_its_own_connections_close()
             "10s",
         ],
     );
-    std::thread::sleep(Duration::from_millis(400));
+    // Close only once the drain is engaged: a hook slow to start (qemu)
+    // would otherwise begin after the closes and see nothing to wait for.
+    let stdout = engaged(&mut waf_hook);
     proxy.cmd("close-out 3 fin");
     waf.cmd("close-in 3 fin");
-    let (report, out) = finish(waf_hook);
+    let (report, out) = finish_engaged(waf_hook, stdout);
     assert_eq!(report["reason"], "drained", "{out}");
     assert_eq!(report["scope"], "container");
     assert_eq!(
@@ -106,7 +110,7 @@ fn after_containers_releases_when_they_exit() {
     let pod = SimPod::create(2); // 0: the app, 1: a mesh proxy
     let app_id = pod.containers[0].0.clone();
     let app = Peer::spawn(pod.container(0), None);
-    let mesh = hook(
+    let mut mesh = hook(
         &agent,
         pod.container(1),
         &[
@@ -120,11 +124,11 @@ fn after_containers_releases_when_they_exit() {
             "10s",
         ],
     );
-    std::thread::sleep(Duration::from_millis(500));
+    let stdout = engaged(&mut mesh);
     let before = monotonic_ns();
     app.kill();
     let after = monotonic_ns();
-    let (report, out) = finish(mesh);
+    let (report, out) = finish_engaged(mesh, stdout);
     assert_eq!(report["reason"], "containers-exited", "{out}");
     let release = report["release_ns"].as_u64().unwrap();
     assert!(release >= before, "{out}");
