@@ -55,14 +55,16 @@ pub struct Args {
     /// Run `apt-get update` first, so that "newest" means the newest in the archive today.
     #[arg(long)]
     apt_update: bool,
-    /// The watchdog's time limit per guest, in seconds.
-    #[arg(long, default_value_t = 900, value_name = "SECS")]
+    /// The watchdog's time limit per guest, in seconds. It is there to stop
+    /// a guest that hangs: a full run takes 12 to 15 minutes under TCG, so
+    /// the limit leaves room for a slower machine.
+    #[arg(long, default_value_t = 1800, value_name = "SECS")]
     timeout: u64,
     /// libtest's `--test-threads` inside the guests (the host run uses libtest's default).
     #[arg(long, default_value_t = 1)]
     test_threads: usize,
     /// `GRACEFUL_CHURN_SCALE` inside the guests: the churn test's connection count, as a
-    /// fraction of its 100,000 (for quicker runs; the full count takes about 2 min under TCG).
+    /// fraction of its 100,000 (for quicker runs; the full count takes about 3.5 min under TCG).
     /// The host run always uses the full count.
     #[arg(long, default_value_t = 1.0)]
     churn_scale: f64,
