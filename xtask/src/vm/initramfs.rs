@@ -1,6 +1,6 @@
 //! The guest's root filesystem: our static `/init`, the agent and
 //! `graceful-wait`, the tests, their peer and fixtures, busybox for the
-//! shell tools, Debian's `ip`, `ss`, `nsenter` and `unshare` with their
+//! shell tools, Debian's `ip`, `ss`, `tc`, `nsenter` and `unshare` with their
 //! shared libraries, and the kernel modules the tests need.
 
 use std::{
@@ -19,11 +19,13 @@ pub const MODULES: &[&str] = &[
     "veth",     // the tests' veth pairs between namespaces
     "bridge",   // the rollout's node bridge (pulls in stp, llc)
     "tcp_diag", // sock_diag for TCP (pulls in inet_diag): `ss` and the agent's adoption
+    "sch_tbf",  // the softirq test's shaped loopback (`nested.rs`)
 ];
 
 /// Debian's tools the tests run that busybox lacks or implements too
-/// thinly (`ip netns`, `ss`'s cgroup filter, `unshare --propagation`).
-const DEBIAN_TOOLS: &[&str] = &["ip", "ss", "nsenter", "unshare"];
+/// thinly (`ip netns`, `ss`'s cgroup filter, `unshare --propagation`,
+/// `tc qdisc add ... tbf`).
+const DEBIAN_TOOLS: &[&str] = &["ip", "ss", "nsenter", "unshare", "tc"];
 
 pub const GRACEFUL: &str = "/usr/local/bin/graceful";
 const WAIT: &str = "/usr/local/bin/graceful-wait";

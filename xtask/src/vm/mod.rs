@@ -17,7 +17,7 @@
 //!    started.
 //!
 //! The guest is as bare as the agent's `FROM scratch` image: busybox,
-//! Debian's `ip`/`ss`/`nsenter`/`unshare`, the test fixtures, no CA bundle.
+//! Debian's `ip`/`ss`/`tc`/`nsenter`/`unshare`, the test fixtures, no CA bundle.
 //! 4. Run the same test binary on the host kernel (unless `--no-host`).
 //! 5. Print a table of kernel, package version, result and duration, also
 //!    written to `target/vm/summary.txt` and `target/vm/results.json`.
