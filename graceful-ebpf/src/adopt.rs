@@ -6,16 +6,23 @@
 //! network namespace. The iterator holds each socket's lock while it runs,
 //! so the state it reads can't change under it, and any later change goes
 //! through `sock_set_state`, which sees the storage set here.
+//!
+//! A socket that already carries storage is checked instead: its counted
+//! flag must agree with the state it is in. It disagrees only where both
+//! copies of the state program missed a change (see `state.rs`), most
+//! often a connection whose first live change was missed and which is
+//! therefore live but uncounted. The pass settles it, so an agent
+//! restart also repairs what the backstops could not catch.
 
 use core::ffi::c_void;
 
 use aya_ebpf::helpers::generated::{bpf_get_socket_cookie, bpf_skc_to_tcp_sock};
-use graceful_common::{role, stat, tcp};
+use graceful_common::{role, stat, tcp, SockOwner};
 
 use crate::{
     counters,
     maps::{bump, ADOPT},
-    sock,
+    sock, state,
 };
 
 /// `struct bpf_iter__tcp`: the iterator's context.
@@ -40,16 +47,19 @@ pub extern "C" fn adopt_tcp(ctx: *mut IterTcp) -> i32 {
         return 0;
     }
     let sk: *mut c_void = tp.cast();
-    let cookie = unsafe { bpf_get_socket_cookie(skc) };
-    let Some(entry) = (unsafe { ADOPT.get(cookie) }) else {
+    let Some(state) = sock::state(sk) else {
         return 0;
     };
     // Storage present: the tracepoint has seen this socket start, or an
-    // earlier pass adopted it. Either way it is already right.
-    if sock::owner(sk).is_some() {
+    // earlier pass adopted it. Its counts only need checking.
+    if let Some(o) = sock::owner(sk) {
+        if reconcile(o, state) {
+            bump(stat::CAUGHT);
+        }
         return 0;
     }
-    let Some(state) = sock::state(sk) else {
+    let cookie = unsafe { bpf_get_socket_cookie(skc) };
+    let Some(entry) = (unsafe { ADOPT.get(cookie) }) else {
         return 0;
     };
     let Some(o) = sock::owner_or_create(sk) else {
@@ -70,4 +80,33 @@ pub extern "C" fn adopt_tcp(ctx: *mut IterTcp) -> i32 {
     }
     bump(stat::ADOPTED);
     0
+}
+
+/// Makes a tracked socket's count agree with its `state`, as its next state
+/// change would. Returns whether anything changed.
+#[inline(always)]
+fn reconcile(o: &mut SockOwner, state: u32) -> bool {
+    if o.role != role::LISTENER {
+        return state::settle(o, state);
+    }
+    match state {
+        tcp::LISTEN if o.counted == 0 => {
+            o.counted = 1;
+            counters::listener(o.cgroup_id, true);
+            true
+        }
+        // A closed listener is unhashed, so the iterator does not reach
+        // it; and a closed child still carrying its listener's copy could
+        // not be told from one (as in `destroy.rs`): left alone.
+        tcp::LISTEN | tcp::CLOSE => false,
+        // A child still carrying its listener's copy: its clone and every
+        // change since were missed. From here on it is an inbound
+        // connection, as `state.rs` makes it on its next change.
+        _ => {
+            o.role = role::INBOUND;
+            o.counted = 0;
+            state::settle(o, state);
+            true
+        }
+    }
 }

@@ -3,7 +3,10 @@
 
 use std::{
     io::{BufRead, BufReader, Write},
-    os::unix::process::CommandExt,
+    os::{
+        fd::{AsRawFd, FromRawFd, OwnedFd},
+        unix::process::CommandExt,
+    },
     path::PathBuf,
     process::{Child, ChildStdin, ChildStdout, Command, Stdio},
 };
@@ -79,6 +82,27 @@ impl Peer {
 
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// A descriptor, in this process, of one of the peer's held accepted
+    /// connections (`pidfd_getfd`): the same socket, for a test that reaches
+    /// its storage. The socket stays open while this copy does.
+    pub fn held_in_socket(&mut self) -> OwnedFd {
+        let words = self.cmd("fds-in");
+        let fd: i32 = words
+            .first()
+            .expect("no held accepted connection")
+            .parse()
+            .unwrap();
+        // SAFETY: plain syscalls; each returned descriptor is owned once.
+        unsafe {
+            let pidfd = libc::syscall(libc::SYS_pidfd_open, self.pid() as libc::pid_t, 0);
+            assert!(pidfd >= 0, "pidfd_open: {}", std::io::Error::last_os_error());
+            let pidfd = OwnedFd::from_raw_fd(pidfd as i32);
+            let copy = libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0);
+            assert!(copy >= 0, "pidfd_getfd: {}", std::io::Error::last_os_error());
+            OwnedFd::from_raw_fd(copy as i32)
+        }
     }
 
     /// SIGKILL: the kernel closes everything the peer held.

@@ -12,7 +12,9 @@
 //! adopted inherits no storage and would be missed, so the whole pass runs
 //! twice: the second dump sees it, and by then every listener has storage,
 //! so nothing new can slip through. Sockets that already carry storage are
-//! left alone, so running this on an agent restart is harmless.
+//! only checked: where both copies of the state program missed a change,
+//! the socket's count is set right by the state it is in. So running this
+//! on an agent restart is harmless, and repairs such a miss.
 
 use std::io::Read as _;
 

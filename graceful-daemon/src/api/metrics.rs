@@ -265,7 +265,7 @@ impl Collector for Live {
             ),
             (
                 "kernel_caught_state_changes",
-                "State changes the kernel skipped for the state program (it was running on that CPU) that its backstops handled: its second copy, or the socket's destruction",
+                "State changes the kernel skipped for the state program (it was running on that CPU) that its backstops handled: its second copy, the socket's destruction, or the agent's start-up pass",
                 snap.kernel.caught,
             ),
         ];

@@ -17,6 +17,7 @@
 //!   closes first; `rst` resets; `wait-fin` waits for the server's FIN.
 //! - `accepted [PORT]` → `ok N`: connections accepted so far (by one listener).
 //! - `held` → `ok OUT IN`.
+//! - `fds-in` → `ok FD...`: the descriptors of the held accepted connections.
 //! - `traffic ADDR MS HOLD_MS [CONC]` → `ok DONE FAILED`: requests for MS ms.
 //! - `send-out N BYTES` → `ok`: payload on N held outbound connections.
 //! - `gate SOCKET HEX` → `ok HEX`: a raw request to a unix socket, and its answer.
@@ -298,6 +299,14 @@ fn handle(st: &mut State, line: &str) -> Result<String, String> {
             }
             None => Ok(format!("ok {}", st.accepted.load(Ordering::SeqCst))),
         },
+        Some("fds-in") => {
+            // The descriptors of the held accepted connections, for a test
+            // that reaches a socket's storage through pidfd_getfd.
+            use std::os::fd::AsRawFd;
+            let held = st.held_in.lock().unwrap();
+            let fds: Vec<String> = held.iter().map(|s| s.as_raw_fd().to_string()).collect();
+            Ok(format!("ok {}", fds.join(" ")))
+        }
         Some("held") => Ok(format!(
             "ok {} {}",
             st.out.len(),
