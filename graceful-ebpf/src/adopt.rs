@@ -16,7 +16,7 @@
 
 use core::ffi::c_void;
 
-use aya_ebpf::helpers::generated::{bpf_get_socket_cookie, bpf_skc_to_tcp_sock};
+use aya_ebpf::helpers::generated::{bpf_get_socket_cookie, bpf_seq_write, bpf_skc_to_tcp_sock};
 use graceful_common::{role, stat, tcp, SockOwner};
 
 use crate::{
@@ -25,10 +25,16 @@ use crate::{
     sock, state,
 };
 
+/// `struct bpf_iter_meta`: the start of it.
+#[repr(C)]
+pub struct IterMeta {
+    seq: *mut c_void,
+}
+
 /// `struct bpf_iter__tcp`: the iterator's context.
 #[repr(C)]
 pub struct IterTcp {
-    meta: *mut c_void,
+    meta: *mut IterMeta,
     sk_common: *mut c_void,
     uid: u32,
 }
@@ -55,6 +61,10 @@ pub extern "C" fn adopt_tcp(ctx: *mut IterTcp) -> i32 {
     if let Some(o) = sock::owner(sk) {
         if reconcile(o, state) {
             bump(stat::CAUGHT);
+            // One byte of output per repaired socket: the agent counts them.
+            let seq = unsafe { (*(*ctx).meta).seq };
+            let mark = b'r';
+            unsafe { bpf_seq_write(seq.cast(), core::ptr::from_ref(&mark).cast(), 1) };
         }
         return 0;
     }

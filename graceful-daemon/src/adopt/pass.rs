@@ -39,6 +39,19 @@ pub struct Report {
     pub namespaces_failed: usize,
     /// Sockets offered to the iterator, over both passes.
     pub offered: usize,
+    /// Tracked sockets whose count disagreed with their state, set right.
+    #[serde(default)]
+    pub repaired: u64,
+    pub elapsed_ms: u64,
+}
+
+/// What one repair pass did.
+#[derive(Clone, Debug, Default)]
+pub struct Repair {
+    pub namespaces: usize,
+    pub namespaces_failed: usize,
+    /// Tracked sockets whose count disagreed with their state, set right.
+    pub repaired: u64,
     pub elapsed_ms: u64,
 }
 
@@ -108,15 +121,17 @@ fn offer(map: &mut HashMap<&mut MapData, u64, AdoptEntry>) -> Result<Vec<u64>, O
     }
 }
 
-/// Runs the iterator in the calling thread's network namespace.
-fn iterate(prog: &mut Iter) -> std::io::Result<()> {
+/// Runs the iterator in the calling thread's network namespace. Returns
+/// the number of sockets it repaired.
+fn iterate(prog: &mut Iter) -> std::io::Result<u64> {
     let id = prog.attach().map_err(std::io::Error::other)?;
     let link = prog.take_link(id).map_err(std::io::Error::other)?;
     let mut file = link.into_file().map_err(std::io::Error::other)?;
-    // The program prints nothing; reading to the end walks every socket.
+    // Reading to the end walks every socket; the program writes one byte
+    // per socket it repaired, and nothing else.
     let mut sink = Vec::new();
     file.read_to_end(&mut sink)?;
-    Ok(())
+    Ok(sink.len() as u64)
 }
 
 /// Adopts every pre-existing TCP socket in every network namespace.
@@ -153,11 +168,14 @@ pub fn adopt_all(ebpf: &mut Ebpf) -> Result<Report, AdoptError> {
             };
             offered += cookies.len();
 
-            // 2. Let the iterator adopt them.
+            // 2. Let the iterator adopt them (and check the others).
             let prog = loader::adoption_iter(ebpf)?;
-            if let Err(e) = run_iter(ns, prog) {
-                debug!(ns = ns.inode, error = %e, "adoption iterator failed");
-                failed.insert(ns.inode);
+            match run_iter(ns, prog) {
+                Ok(n) => report.repaired += n,
+                Err(e) => {
+                    debug!(ns = ns.inode, error = %e, "adoption iterator failed");
+                    failed.insert(ns.inode);
+                }
             }
 
             // 3. The map is only a hand-over: empty it.
@@ -180,12 +198,38 @@ pub fn adopt_all(ebpf: &mut Ebpf) -> Result<Report, AdoptError> {
     info!(
         namespaces = report.namespaces,
         offered = report.offered,
+        repaired = report.repaired,
         elapsed_ms = report.elapsed_ms,
         "adopted pre-existing sockets"
     );
     Ok(report)
 }
 
-fn run_iter(ns: &NetNs, prog: &mut Iter) -> std::io::Result<()> {
+/// Checks every tracked TCP socket in every network namespace against its
+/// state, and sets right the count of any whose state change both copies
+/// of the state program missed. The adoption pass without the adopting:
+/// nothing is offered, so sockets without storage are left alone.
+pub fn repair_all(ebpf: &mut Ebpf) -> Result<Repair, AdoptError> {
+    let started = std::time::Instant::now();
+    let scan = netns::scan_netns();
+    let mut report = Repair {
+        namespaces: scan.namespaces.len(),
+        ..Repair::default()
+    };
+    for ns in &scan.namespaces {
+        let prog = loader::adoption_iter(ebpf)?;
+        match run_iter(ns, prog) {
+            Ok(n) => report.repaired += n,
+            Err(e) => {
+                debug!(ns = ns.inode, error = %e, "repair iterator failed");
+                report.namespaces_failed += 1;
+            }
+        }
+    }
+    report.elapsed_ms = started.elapsed().as_millis() as u64;
+    Ok(report)
+}
+
+fn run_iter(ns: &NetNs, prog: &mut Iter) -> std::io::Result<u64> {
     netns::run_in(ns, || iterate(prog))?
 }

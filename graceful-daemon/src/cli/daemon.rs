@@ -1,11 +1,15 @@
 //! `graceful daemon`: the node agent.
 
-use std::{path::PathBuf, sync::Arc, time::Duration};
+use std::{
+    path::PathBuf,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
 
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 use crate::{
-    adopt::pass::{adopt_all, Report as AdoptReport},
+    adopt::pass::{adopt_all, repair_all, Report as AdoptReport},
     api::{self, metrics::Recorder, node::Node, routes::Api},
     bpf::{
         counters,
@@ -34,6 +38,11 @@ pub struct Args {
     /// How often to drop counters of cgroups that no longer exist and hold nothing.
     #[arg(long, default_value = "60s", value_parser = crate::duration::parse)]
     pub gc_interval: Duration,
+    /// How often to check every tracked socket's count against its state,
+    /// repairing any whose state change the kernel skipped for both copies
+    /// of the state program (rare; the start-up pass does it too). `0s`: never.
+    #[arg(long, default_value = "60s", value_parser = crate::duration::parse)]
+    pub repair_interval: Duration,
     /// Host directory for the drain gate: the agent puts `graceful-wait` and
     /// `gate.sock` there; pods mount it (by convention at /graceful) and
     /// run `/graceful/graceful-wait` as their preStop hook.
@@ -150,7 +159,8 @@ async fn serve(
     let mut int = signal(SignalKind::interrupt())?;
     let kernel = Kernel::open(&pins)?;
     let watcher = Watcher::spawn(&hier, WatchConfig::default())?;
-    let ingress = match Ingress::load(ebpf) {
+    let ebpf = Arc::new(Mutex::new(ebpf));
+    let ingress = match Ingress::load(ebpf.clone()) {
         Ok(i) => Some(i),
         Err(e) => {
             warn!(error = %e, "the ingress program did not load: the quiet policy sees new connections only");
@@ -207,6 +217,11 @@ async fn serve(
     info!("ready");
     let mut gc = tokio::time::interval(args.gc_interval);
     gc.tick().await;
+    // `0s` turns the repair pass off (tokio's interval can't be zero).
+    let mut repair = (!args.repair_interval.is_zero()).then(|| tokio::time::interval(args.repair_interval));
+    if let Some(r) = repair.as_mut() {
+        r.tick().await;
+    }
     loop {
         tokio::select! {
             _ = term.recv() => { info!("SIGTERM"); break }
@@ -217,6 +232,27 @@ async fn serve(
                     Ok(0) => {}
                     Ok(n) => info!(removed = n, "dropped counters of removed cgroups"),
                     Err(e) => warn!(error = %e, "counter garbage collection failed"),
+                }
+            }
+            _ = async {
+                match repair.as_mut() {
+                    Some(r) => r.tick().await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                let ebpf = ebpf.clone();
+                let pass = tokio::task::spawn_blocking(move || {
+                    repair_all(&mut ebpf.lock().unwrap_or_else(|p| p.into_inner()))
+                });
+                match pass.await? {
+                    Ok(r) if r.repaired > 0 => info!(
+                        repaired = r.repaired,
+                        namespaces = r.namespaces,
+                        elapsed_ms = r.elapsed_ms,
+                        "repaired the counts of sockets whose state change the kernel skipped for the programs"
+                    ),
+                    Ok(r) => debug!(namespaces = r.namespaces, elapsed_ms = r.elapsed_ms, "repair pass: every count agreed"),
+                    Err(e) => warn!(error = %e, "repair pass failed"),
                 }
             }
         }

@@ -16,20 +16,22 @@ use tracing::warn;
 
 /// The loaded program, shared by every drain.
 pub struct Ingress {
-    ebpf: Mutex<Ebpf>,
+    ebpf: Arc<Mutex<Ebpf>>,
 }
 
 impl Ingress {
-    /// Loads the program from the agent's object.
-    pub fn load(mut ebpf: Ebpf) -> anyhow::Result<Arc<Self>> {
-        let prog: &mut CgroupSkb = ebpf
-            .program_mut(names::PROG_INGRESS)
-            .ok_or_else(|| anyhow::anyhow!("the ingress program is missing from the object"))?
-            .try_into()?;
-        prog.load()?;
-        Ok(Arc::new(Self {
-            ebpf: Mutex::new(ebpf),
-        }))
+    /// Loads the program from the agent's object (which the agent's
+    /// repair pass shares).
+    pub fn load(ebpf: Arc<Mutex<Ebpf>>) -> anyhow::Result<Arc<Self>> {
+        {
+            let mut guard = ebpf.lock().unwrap_or_else(|p| p.into_inner());
+            let prog: &mut CgroupSkb = guard
+                .program_mut(names::PROG_INGRESS)
+                .ok_or_else(|| anyhow::anyhow!("the ingress program is missing from the object"))?
+                .try_into()?;
+            prog.load()?;
+        }
+        Ok(Arc::new(Self { ebpf }))
     }
 
     /// Attaches to the cgroup directory `dir` until the guard drops.
