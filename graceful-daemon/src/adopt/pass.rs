@@ -52,7 +52,7 @@ pub struct Repair {
     pub namespaces_failed: usize,
     /// Tracked sockets whose count disagreed with their state, set right.
     pub repaired: u64,
-    pub elapsed_ms: u64,
+    pub elapsed: std::time::Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -226,7 +226,7 @@ pub fn repair_all(ebpf: &mut Ebpf) -> Result<Repair, AdoptError> {
             }
         }
     }
-    report.elapsed_ms = started.elapsed().as_millis() as u64;
+    report.elapsed = started.elapsed();
     Ok(report)
 }
 

@@ -50,6 +50,9 @@ fn drain_histogram() -> Histogram {
     Histogram::new(DRAIN_BUCKETS)
 }
 
+/// Seconds a repair pass can take: a walk of the node's TCP sockets.
+const REPAIR_BUCKETS: [f64; 9] = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0];
+
 /// Counts what the agent's tasks do. Cheap to clone into each of them.
 #[derive(Debug)]
 pub struct Recorder {
@@ -57,6 +60,8 @@ pub struct Recorder {
     drain_seconds: Family<Label, Histogram, fn() -> Histogram>,
     terminations: Family<Label, Counter>,
     errors: Family<Label, Counter>,
+    repair_seconds: Histogram,
+    repaired: Counter,
 }
 
 /// The reasons the agent releases a drain for.
@@ -76,6 +81,8 @@ impl Default for Recorder {
             drain_seconds: Family::new_with_constructor(drain_histogram),
             terminations: Family::default(),
             errors: Family::default(),
+            repair_seconds: Histogram::new(REPAIR_BUCKETS),
+            repaired: Counter::default(),
         };
         for reason in REASONS {
             let _ = r.drains.get_or_create(&label("outcome", reason.as_str()));
@@ -117,6 +124,16 @@ impl Recorder {
         self.errors.get_or_create(&label("kind", kind)).inc();
     }
 
+    /// A pass over every tracked socket: the sockets whose count it set
+    /// right, and how long it took (a periodic pass; the start-up pass,
+    /// which also adopts, is not timed here).
+    pub fn repair(&self, seconds: Option<f64>, repaired: u64) {
+        if let Some(s) = seconds {
+            self.repair_seconds.observe(s);
+        }
+        self.repaired.inc_by(repaired);
+    }
+
     /// The registry to encode: these families, and `live` read at scrape time.
     pub fn registry(self: &Arc<Self>, node: Weak<Node>) -> Registry {
         let mut r = Registry::with_prefix("graceful");
@@ -139,6 +156,16 @@ impl Recorder {
             "errors",
             "Errors the agent recovered from, by kind",
             self.errors.clone(),
+        );
+        r.register(
+            "repair_pass_duration_seconds",
+            "How long each periodic pass over every tracked socket took (every --repair-interval)",
+            self.repair_seconds.clone(),
+        );
+        r.register(
+            "repaired_sockets",
+            "Sockets whose count disagreed with their state (a change the kernel skipped for both copies of the state program), set right by the start-up pass or a periodic one",
+            self.repaired.clone(),
         );
         r.register_collector(Box::new(Live { node }));
         r

@@ -168,6 +168,7 @@ async fn serve(
         }
     };
     let recorder = Arc::new(Recorder::default());
+    recorder.repair(None, adoption.repaired);
     // Names, deletions and Events from the API; never blocks or fails the start.
     let kube = crate::kube::Kube::start(
         &args.kube,
@@ -244,14 +245,22 @@ async fn serve(
                 let pass = tokio::task::spawn_blocking(move || {
                     repair_all(&mut ebpf.lock().unwrap_or_else(|p| p.into_inner()))
                 });
-                match pass.await? {
+                let pass = pass.await?;
+                if let Ok(r) = &pass {
+                    recorder.repair(Some(r.elapsed.as_secs_f64()), r.repaired);
+                }
+                match pass {
                     Ok(r) if r.repaired > 0 => info!(
                         repaired = r.repaired,
                         namespaces = r.namespaces,
-                        elapsed_ms = r.elapsed_ms,
+                        elapsed_ms = r.elapsed.as_secs_f64() * 1000.0,
                         "repaired the counts of sockets whose state change the kernel skipped for the programs"
                     ),
-                    Ok(r) => debug!(namespaces = r.namespaces, elapsed_ms = r.elapsed_ms, "repair pass: every count agreed"),
+                    Ok(r) => debug!(
+                        namespaces = r.namespaces,
+                        elapsed_ms = r.elapsed.as_secs_f64() * 1000.0,
+                        "repair pass: every count agreed"
+                    ),
                     Err(e) => warn!(error = %e, "repair pass failed"),
                 }
             }

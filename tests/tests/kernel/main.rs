@@ -96,6 +96,7 @@ pub fn kernel_figures(agent: &Agent) -> String {
     while let Ok(Some(l)) = r.next_line() {
         if l.starts_with("graceful_kernel")
             || l.starts_with("graceful_adopted")
+            || l.starts_with("graceful_repaired")
             || l.starts_with("graceful_map_entries")
         {
             out.push_str(&format!("  {l}\n"));

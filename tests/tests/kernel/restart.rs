@@ -12,7 +12,7 @@ use graceful_tests::{
     peer::{addr, Peer},
 };
 
-use crate::{require_root, settle};
+use crate::{kernel_figures, require_root, settle};
 
 #[test]
 fn counts_survive_kill_9_and_changes_while_down() {
@@ -199,6 +199,11 @@ fn a_running_agent_repairs_a_missed_first_change_within_its_interval() {
             .any(|l| l.contains("repaired the counts") && l.contains("repaired=1"))
             .then_some(())
     });
+    let figures = kernel_figures(&agent);
+    assert!(
+        figures.contains("graceful_repaired_sockets_total 1\n"),
+        "{figures}"
+    );
     drop(sock);
     drop((server, client));
     let views = settle(&agent, &[&a, &b], &[None]);
