@@ -325,9 +325,10 @@ fn attach_tp<'a>(
     Ok((prog, id))
 }
 
-/// Loads the adoption iterator from an attached object.
+/// Loads the adoption iterator from an attached object, the first time;
+/// later calls return it as loaded. (Only the load needs the kernel's BTF,
+/// whose parse costs tens of MiB and milliseconds: not once per namespace.)
 pub fn adoption_iter(ebpf: &mut Ebpf) -> Result<&mut Iter, LoadError> {
-    let btf = aya::Btf::from_sys_fs().map_err(LoadError::KernelBtf)?;
     let prog: &mut Iter = ebpf
         .program_mut(names::PROG_ADOPT)
         .ok_or_else(|| pin_err("find the adoption program", "missing from object"))?
@@ -337,6 +338,7 @@ pub fn adoption_iter(ebpf: &mut Ebpf) -> Result<&mut Iter, LoadError> {
             source: Box::new(e),
         })?;
     if prog.fd().is_err() {
+        let btf = aya::Btf::from_sys_fs().map_err(LoadError::KernelBtf)?;
         prog.load("tcp", &btf).map_err(|e| LoadError::Program {
             what: "load iter/tcp".into(),
             source: Box::new(e),
