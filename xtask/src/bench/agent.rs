@@ -21,6 +21,10 @@ pub struct Agent {
     bin: PathBuf,
     pins: PathBuf,
     child: Option<Child>,
+    /// `graceful daemon --repair-interval`, when set.
+    repair_interval: Option<String>,
+    /// Durations of the running agent's repair passes, in ms, as it logs them.
+    repairs: Option<Receiver<f64>>,
 }
 
 /// What one start-up took.
@@ -54,6 +58,8 @@ impl Agent {
             bin: bin.to_path_buf(),
             pins: pins.to_path_buf(),
             child: None,
+            repair_interval: None,
+            repairs: None,
         };
         if pins.exists() {
             eprintln!(
@@ -71,6 +77,21 @@ impl Agent {
         cmd
     }
 
+    /// Runs the agent's repair pass every `interval` (a duration such as
+    /// `1s`), so that [`Agent::next_repair_ms`] can time it.
+    pub fn repair_every(&mut self, interval: &str) {
+        self.repair_interval = Some(interval.to_string());
+    }
+
+    /// The duration of the running agent's next repair pass, in ms (one
+    /// already logged is skipped: it may have run before the caller's
+    /// conditions were set up). None if none comes within `limit`.
+    pub fn next_repair_ms(&self, limit: Duration) -> Option<f64> {
+        let rx = self.repairs.as_ref()?;
+        while rx.try_recv().is_ok() {}
+        rx.recv_timeout(limit).ok()
+    }
+
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
     }
@@ -82,10 +103,15 @@ impl Agent {
             bail!("the agent is already running");
         }
         let t0 = Instant::now();
-        let mut child = self
-            .command()
-            .args(["--log-format", "json", "daemon"])
-            .env("RUST_LOG", "info")
+        let mut cmd = self.command();
+        cmd.args(["--log-format", "json", "daemon"])
+            .env("RUST_LOG", "info");
+        if let Some(every) = &self.repair_interval {
+            // The pass logs its duration at debug level.
+            cmd.args(["--repair-interval", every])
+                .env("RUST_LOG", "info,graceful::cli::daemon=debug");
+        }
+        let mut child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -135,8 +161,23 @@ impl Agent {
             }
         }
         started.ready_after = t0.elapsed();
-        // Later log lines are read and dropped, so the pipe never fills.
-        std::thread::spawn(move || for _ in lines {});
+        // Later log lines are read, so the pipe never fills; repair
+        // passes' durations are passed on, the rest dropped.
+        let (tx, rx) = mpsc::channel();
+        self.repairs = Some(rx);
+        std::thread::spawn(move || {
+            for line in lines {
+                let Ok(v) = serde_json::from_str::<Value>(&line) else {
+                    continue;
+                };
+                let pass = v["message"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with("repair pass") || m.starts_with("repaired the counts"));
+                if let (true, Some(ms)) = (pass, v["elapsed_ms"].as_f64()) {
+                    let _ = tx.send(ms);
+                }
+            }
+        });
         self.cgroups()
             .context("the agent is ready but `graceful cgroups` fails")?;
         Ok(started)

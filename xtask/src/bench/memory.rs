@@ -6,7 +6,9 @@
 //! holds N/cgroups connections to itself: N inbound + N outbound live
 //! connections in all. Phases:
 //! 1. idle: a fresh agent, nothing open yet;
-//! 2. live: the connections opened while the agent runs;
+//! 2. live: the connections opened while the agent runs; three of the
+//!    agent's repair passes over every tracked socket are timed (the
+//!    bench runs it with `--repair-interval 1s`);
 //! 3. restart: the agent stopped and started again on its pins;
 //! 4. cold: the agent stopped, `graceful uninstall`, started again: every
 //!    socket is pre-existing and must be adopted.
@@ -321,6 +323,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let bin = args.agent.binary()?;
     // Dropped in reverse order: workers, then cgroups, then the agent (stop + uninstall).
     let mut agent = Agent::new(&bin, &args.pin_dir)?;
+    agent.repair_every("1s");
     let cg = Cgroups::create(PREFIX, ncg)?;
     let mut workers = Workers { children: Vec::new() };
 
@@ -392,6 +395,20 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     println!("[live]    {}", counts.line(args.connections, ncg));
     let (rss, hwm) = agent::rss_kib(pid)?;
     println!("[live]    VmRSS {:.1} MiB, VmHWM {:.1} MiB", mib(rss), mib(hwm));
+    let mut repairs: Vec<f64> = (0..3)
+        .filter_map(|_| agent.next_repair_ms(Duration::from_secs(10)))
+        .collect();
+    repairs.sort_by(f64::total_cmp);
+    match repairs.as_slice() {
+        [] => println!("[live]    repair pass: none logged within 10 s (is the agent older than --repair-interval?)"),
+        r => println!(
+            "[live]    repair pass over every tracked socket: {:.0} / {:.0} / {:.0} ms (min / median / max of {})",
+            r[0],
+            r[r.len() / 2],
+            r[r.len() - 1],
+            r.len()
+        ),
+    }
     let live_maps = bpf::maps_of(pid, &args.pin_dir)?;
     let storage = sk_storage_charged()?;
     // Every attached graceful keeps its own storage on every socket.
@@ -553,6 +570,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "hwm_kib": by_phase(&|p| p.hwm_kib.into()),
         "ready_ms": by_phase(&|p| p.started.as_ref().map(|s| s.ready_after.as_millis() as u64).into()),
         "adopt_ms": by_phase(&|p| p.started.as_ref().and_then(|s| s.adopt_ms).into()),
+        "repair_pass_ms_live": repairs,
         "maps_memlock_bytes": live_maps.iter().map(|m| (m.name.clone(), m.memlock.into())).collect::<serde_json::Map<_, _>>(),
         "maps_memlock_total_bytes": live_total,
         "sk_storage_charged_bytes": storage_bytes,
