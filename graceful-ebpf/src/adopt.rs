@@ -11,8 +11,9 @@
 //! flag must agree with the state it is in. It disagrees only where both
 //! copies of the state program missed a change (see `state.rs`), most
 //! often a connection whose first live change was missed and which is
-//! therefore live but uncounted. The pass settles it, so an agent
-//! restart also repairs what the backstops could not catch.
+//! therefore live but uncounted. The pass settles it. The agent runs it at
+//! start and then every `--repair-interval` with nothing offered to adopt,
+//! so it repairs what the backstops could not catch.
 
 use core::ffi::c_void;
 

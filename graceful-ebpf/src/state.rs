@@ -27,8 +27,9 @@
 //! copy caught none of those, so they are not simply nested one deeper).
 //! A missed last change is caught at the socket's destruction
 //! (`destroy.rs`); a missed first one leaves the connection uncounted until
-//! its next change, which counts it if it is still live, or until the next
-//! agent start, whose pass over every socket (`adopt.rs`) counts it.
+//! its next change, which counts it if it is still live, or until the
+//! agent's next pass over every socket (`adopt.rs`: at its start, then
+//! every `--repair-interval`), which counts it.
 
 use core::ffi::c_void;
 

@@ -106,7 +106,7 @@ fn an_upgrade_replaces_the_program_without_losing_or_doubling_counts() {
 /// agent's repair pass finds nothing to do, so it never races the edit.
 fn fake_a_missed_first_change(agent: &Agent, server: &mut Peer, cg: &Cgroup) -> (OwnedFd, u64) {
     let pins = PinDir::new(&agent.pin_dir);
-    // Read first: a running agent's repair pass may come at any moment.
+    // Before the miss is made: the repair must add exactly one.
     let caught = read_stats(&pins).unwrap()[stat::CAUGHT as usize];
     let sock = server.held_in_socket();
     let mut counters: HashMap<MapData, u64, CgroupCounters> = HashMap::try_from(Map::HashMap(
