@@ -1,3 +1,4 @@
 pub mod netns;
 pub mod pass;
+pub mod repair;
 pub mod sockdiag;

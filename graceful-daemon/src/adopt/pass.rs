@@ -45,22 +45,14 @@ pub struct Report {
     pub elapsed_ms: u64,
 }
 
-/// What one repair pass did.
-#[derive(Clone, Debug, Default)]
-pub struct Repair {
-    pub namespaces: usize,
-    pub namespaces_failed: usize,
-    /// Tracked sockets whose count disagreed with their state, set right.
-    pub repaired: u64,
-    pub elapsed: std::time::Duration,
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum AdoptError {
     #[error(transparent)]
     Load(#[from] LoadError),
     #[error("cannot fill the adoption map: {0}")]
     Map(#[source] aya::maps::MapError),
+    #[error("the pass's thread failed: {0}")]
+    Task(String),
 }
 
 fn entry(c: &Classified) -> AdoptEntry {
@@ -205,31 +197,7 @@ pub fn adopt_all(ebpf: &mut Ebpf) -> Result<Report, AdoptError> {
     Ok(report)
 }
 
-/// Checks every tracked TCP socket in every network namespace against its
-/// state, and sets right the count of any whose state change both copies
-/// of the state program missed. The adoption pass without the adopting:
-/// nothing is offered, so sockets without storage are left alone.
-pub fn repair_all(ebpf: &mut Ebpf) -> Result<Repair, AdoptError> {
-    let started = std::time::Instant::now();
-    let scan = netns::scan_netns();
-    let mut report = Repair {
-        namespaces: scan.namespaces.len(),
-        ..Repair::default()
-    };
-    for ns in &scan.namespaces {
-        let prog = loader::adoption_iter(ebpf)?;
-        match run_iter(ns, prog) {
-            Ok(n) => report.repaired += n,
-            Err(e) => {
-                debug!(ns = ns.inode, error = %e, "repair iterator failed");
-                report.namespaces_failed += 1;
-            }
-        }
-    }
-    report.elapsed = started.elapsed();
-    Ok(report)
-}
-
-fn run_iter(ns: &NetNs, prog: &mut Iter) -> std::io::Result<u64> {
+/// Runs the iterator in `ns`; returns the number of sockets it repaired.
+pub(super) fn run_iter(ns: &NetNs, prog: &mut Iter) -> std::io::Result<u64> {
     netns::run_in(ns, || iterate(prog))?
 }

@@ -124,9 +124,8 @@ impl Recorder {
         self.errors.get_or_create(&label("kind", kind)).inc();
     }
 
-    /// A pass over every tracked socket: the sockets whose count it set
-    /// right, and how long it took (a periodic pass; the start-up pass,
-    /// which also adopts, is not timed here).
+    /// A repair pass: the sockets whose count it set right, and how long
+    /// it took (the start-up pass, which also adopts, is not timed here).
     pub fn repair(&self, seconds: Option<f64>, repaired: u64) {
         if let Some(s) = seconds {
             self.repair_seconds.observe(s);
@@ -159,7 +158,7 @@ impl Recorder {
         );
         r.register(
             "repair_pass_duration_seconds",
-            "How long each periodic pass over every tracked socket took (every --repair-interval)",
+            "How long each repair pass took: over the node every --repair-interval, over a pod's network namespace before its drain's first look",
             self.repair_seconds.clone(),
         );
         r.register(

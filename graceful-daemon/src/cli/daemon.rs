@@ -9,7 +9,10 @@ use std::{
 use tracing::{debug, error, info, warn};
 
 use crate::{
-    adopt::pass::{adopt_all, repair_all, Report as AdoptReport},
+    adopt::{
+        pass::{adopt_all, Report as AdoptReport},
+        repair::Repairer,
+    },
     api::{self, metrics::Recorder, node::Node, routes::Api},
     bpf::{
         counters,
@@ -160,7 +163,8 @@ async fn serve(
     let kernel = Kernel::open(&pins)?;
     let watcher = Watcher::spawn(&hier, WatchConfig::default())?;
     let ebpf = Arc::new(Mutex::new(ebpf));
-    let ingress = match Ingress::load(ebpf.clone()) {
+    let repairer = Repairer::new(ebpf.clone());
+    let ingress = match Ingress::load(ebpf) {
         Ok(i) => Some(i),
         Err(e) => {
             warn!(error = %e, "the ingress program did not load: the quiet policy sees new connections only");
@@ -187,7 +191,7 @@ async fn serve(
         store: k.store.clone(),
         events: k.events.clone(),
     });
-    let gate = Arc::new(Gate::new(
+    let mut gate = Gate::new(
         kernel,
         watcher.resolver().shared(),
         hier.clone(),
@@ -195,7 +199,9 @@ async fn serve(
         recorder.clone(),
         pod_api,
         args.shutdown_budget,
-    ));
+    );
+    gate.repairer = Some(repairer.clone());
+    let gate = Arc::new(gate);
     if let Some(dir) = &args.gate_dir {
         let listener = open_gate_dir(dir, args.wait_bin.clone())?;
         info!(gate = %dir.join("gate.sock").display(), "drain gate listening");
@@ -241,11 +247,7 @@ async fn serve(
                     None => std::future::pending().await,
                 }
             } => {
-                let ebpf = ebpf.clone();
-                let pass = tokio::task::spawn_blocking(move || {
-                    repair_all(&mut ebpf.lock().unwrap_or_else(|p| p.into_inner()))
-                });
-                let pass = pass.await?;
+                let pass = repairer.all().await;
                 if let Ok(r) = &pass {
                     recorder.repair(Some(r.elapsed.as_secs_f64()), r.repaired);
                 }

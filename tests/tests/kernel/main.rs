@@ -17,6 +17,7 @@ mod kube_watch;
 mod nested;
 mod pods;
 mod preexisting;
+mod repair;
 mod restart;
 mod rollout;
 
