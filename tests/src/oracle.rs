@@ -38,6 +38,12 @@ fn local_port(line: &str) -> Option<u16> {
     local.rsplit(':').next()?.parse().ok()
 }
 
+/// Every TCP socket of `cgroup`, in every state, with its timers: what a
+/// failure message shows when the agent's count and [`view`] disagree.
+pub fn sockets(ns: Option<&NetNs>, cgroup: &str) -> String {
+    ss(ns, &["-tanoH", "cgroup", cgroup])
+}
+
 /// Live (ESTABLISHED or CLOSE-WAIT) connections and listeners of `cgroup`
 /// (path relative to the cgroup2 mount). A connection is inbound when its
 /// local port is one of the cgroup's listening ports (the test's own

@@ -51,10 +51,12 @@ macro_rules! require_root {
 /// (10 s at most), then asserted.
 pub fn settle(agent: &Agent, cgroups: &[&Cgroup], namespaces: &[Option<&NetNs>]) -> Vec<oracle::View> {
     let mut last = String::new();
+    let mut off = Vec::new();
     for _ in 0..500 {
         let mut ok = true;
         let mut views = Vec::new();
         last.clear();
+        off.clear();
         for cg in cgroups {
             let want = namespaces.iter().fold(oracle::View::default(), |acc, ns| {
                 acc + oracle::view(*ns, cg.path())
@@ -68,6 +70,7 @@ pub fn settle(agent: &Agent, cgroups: &[&Cgroup], namespaces: &[Option<&NetNs>])
             if got != want {
                 ok = false;
                 last.push_str(&format!("\n  {}: agent {:?} kernel {:?}", cg.path(), got, want));
+                off.push(cg.path());
             }
             views.push(want);
         }
@@ -76,11 +79,35 @@ pub fn settle(agent: &Agent, cgroups: &[&Cgroup], namespaces: &[Option<&NetNs>])
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    // Every socket of the cgroups that disagree, in every state: which
+    // one the agent still counts (or never counted) is the cause to find.
+    let mut sockets = String::new();
+    for path in off {
+        for ns in namespaces {
+            let lines = oracle::sockets(*ns, path);
+            let n = lines.lines().count();
+            sockets.push_str(&format!("  {path} ({n} sockets, the first 40):\n"));
+            for l in lines.lines().take(40) {
+                sockets.push_str(&format!("    {l}\n"));
+            }
+        }
+    }
     panic!(
-        "agent counts never matched the kernel's:{last}\nthe programs' own figures:\n{}\nagent log:\n{}",
+        "agent counts never matched the kernel's:{last}\ntheir sockets, as ss sees them:\n{sockets}the programs' own figures:\n{}\nagent log:\n{}",
         kernel_figures(agent),
         agent.log_text()
     );
+}
+
+/// `graceful_repaired_sockets_total` of the agent's `/metrics`: counts its
+/// repair passes set right (see `repair.rs`).
+pub fn repaired_sockets(agent: &Agent) -> u64 {
+    let figures = kernel_figures(agent);
+    figures
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("graceful_repaired_sockets_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no graceful_repaired_sockets_total in the metrics:\n{figures}"))
 }
 
 /// The kernel programs' counters (storage failures, untracked sockets,
