@@ -198,8 +198,8 @@ pub mod stat {
     pub const EVENTS_LOST: u32 = 6;
     /// State changes the state program missed (the kernel skips a tracing
     /// program that is already running on the CPU) and its backstops
-    /// handled: its second copy, the socket's destruction, or the agent's
-    /// start-up pass over every socket.
+    /// handled: its second copy, the socket's destruction, or a repair pass
+    /// of the agent (at its start, periodic, or before a drain).
     pub const CAUGHT: u32 = 7;
     pub const COUNT: u32 = 8;
 }

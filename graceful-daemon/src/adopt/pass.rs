@@ -161,8 +161,7 @@ pub fn adopt_all(ebpf: &mut Ebpf) -> Result<Report, AdoptError> {
             offered += cookies.len();
 
             // 2. Let the iterator adopt them (and check the others).
-            let prog = loader::adoption_iter(ebpf)?;
-            match run_iter(ns, prog) {
+            match iterate_in(ebpf, ns)? {
                 Ok(n) => report.repaired += n,
                 Err(e) => {
                     debug!(ns = ns.inode, error = %e, "adoption iterator failed");
@@ -197,7 +196,11 @@ pub fn adopt_all(ebpf: &mut Ebpf) -> Result<Report, AdoptError> {
     Ok(report)
 }
 
-/// Runs the iterator in `ns`; returns the number of sockets it repaired.
-pub(super) fn run_iter(ns: &NetNs, prog: &mut Iter) -> std::io::Result<u64> {
-    netns::run_in(ns, || iterate(prog))?
+/// Runs the iterator in `ns` (loading it the first time). The outer error
+/// is the program's and ends the pass; the inner one is the namespace's
+/// (it vanished, or could not be entered), and the pass goes on. Returns
+/// the number of sockets it repaired.
+pub(super) fn iterate_in(ebpf: &mut Ebpf, ns: &NetNs) -> Result<std::io::Result<u64>, AdoptError> {
+    let prog = loader::adoption_iter(ebpf)?;
+    Ok(netns::run_in(ns, || iterate(prog)).and_then(|r| r))
 }

@@ -14,13 +14,13 @@ use std::{
 };
 
 use aya::Ebpf;
-use tracing::debug;
+use tracing::{debug, info, warn};
 
 use super::{
     netns::{self, NetNs},
-    pass::{run_iter, AdoptError},
+    pass::{iterate_in, AdoptError},
 };
-use crate::bpf::loader;
+use crate::api::metrics::Recorder;
 
 /// What one repair pass did.
 #[derive(Clone, Debug, Default)]
@@ -32,27 +32,70 @@ pub struct Repair {
     pub elapsed: Duration,
 }
 
-/// The agent's loaded object, shared with the drain gate's ingress program.
+/// Runs repair passes, off the async workers, and accounts for each one
+/// in the metrics and the log.
 #[derive(Clone)]
 pub struct Repairer {
+    /// The agent's loaded object, shared with the drain gate's ingress program.
     ebpf: Arc<Mutex<Ebpf>>,
+    metrics: Arc<Recorder>,
 }
 
 impl Repairer {
-    pub fn new(ebpf: Arc<Mutex<Ebpf>>) -> Self {
-        Self { ebpf }
+    pub fn new(ebpf: Arc<Mutex<Ebpf>>, metrics: Arc<Recorder>) -> Self {
+        Self { ebpf, metrics }
     }
 
-    /// Every network namespace on the node.
-    pub async fn all(&self) -> Result<Repair, AdoptError> {
+    /// Every network namespace on the node: the periodic pass.
+    pub async fn all(&self) {
         let ebpf = self.ebpf.clone();
-        blocking(move || repair(&ebpf, &netns::scan_netns().namespaces)).await
+        let pass = blocking(move || repair(&ebpf, &netns::scan_netns().namespaces)).await;
+        match self.account(pass, "node") {
+            Some(r) if r.repaired > 0 => info!(
+                repaired = r.repaired,
+                namespaces = r.namespaces,
+                elapsed_ms = r.elapsed.as_secs_f64() * 1000.0,
+                "repaired the counts of sockets whose state change the kernel skipped for the programs"
+            ),
+            Some(r) => debug!(
+                namespaces = r.namespaces,
+                elapsed_ms = r.elapsed.as_secs_f64() * 1000.0,
+                "repair pass: every count agreed"
+            ),
+            None => {}
+        }
     }
 
-    /// One network namespace: a draining pod's.
-    pub async fn netns(&self, ns: NetNs) -> Result<Repair, AdoptError> {
+    /// One network namespace: a draining pod's, before the drain's first
+    /// look. A failure costs only the repair; the drain goes on.
+    pub async fn pod(&self, ns: NetNs, pod: &str) {
         let ebpf = self.ebpf.clone();
-        blocking(move || repair(&ebpf, std::slice::from_ref(&ns))).await
+        let pass = blocking(move || repair(&ebpf, std::slice::from_ref(&ns))).await;
+        if let Some(r) = self.account(pass, pod) {
+            if r.repaired > 0 {
+                info!(
+                    pod,
+                    repaired = r.repaired,
+                    "repaired the counts of the draining pod's sockets whose state change the kernel skipped for the programs"
+                );
+            }
+        }
+    }
+
+    /// Records a pass in the metrics; a failed one is also a warning.
+    /// `over` names what it walked (`node`, or the pod).
+    fn account(&self, pass: Result<Repair, AdoptError>, over: &str) -> Option<Repair> {
+        match pass {
+            Ok(r) => {
+                self.metrics.repair(Some(r.elapsed.as_secs_f64()), r.repaired);
+                Some(r)
+            }
+            Err(e) => {
+                self.metrics.error("repair");
+                warn!(over, error = %e, "repair pass failed; counts stay as they are until the next");
+                None
+            }
+        }
     }
 }
 
@@ -72,8 +115,7 @@ fn repair(ebpf: &Mutex<Ebpf>, namespaces: &[NetNs]) -> Result<Repair, AdoptError
         ..Repair::default()
     };
     for ns in namespaces {
-        let prog = loader::adoption_iter(&mut ebpf)?;
-        match run_iter(ns, prog) {
+        match iterate_in(&mut ebpf, ns)? {
             Ok(n) => report.repaired += n,
             Err(e) => {
                 debug!(ns = ns.inode, error = %e, "repair iterator failed");

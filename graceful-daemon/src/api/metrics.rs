@@ -163,7 +163,7 @@ impl Recorder {
         );
         r.register(
             "repaired_sockets",
-            "Sockets whose count disagreed with their state (a change the kernel skipped for both copies of the state program), set right by the start-up pass or a periodic one",
+            "Sockets whose count disagreed with their state (a change the kernel skipped for both copies of the state program), set right by a repair pass (at start, periodic, or before a drain)",
             self.repaired.clone(),
         );
         r.register_collector(Box::new(Live { node }));
@@ -291,7 +291,7 @@ impl Collector for Live {
             ),
             (
                 "kernel_caught_state_changes",
-                "State changes the kernel skipped for the state program (it was running on that CPU) that its backstops handled: its second copy, the socket's destruction, or the agent's start-up pass",
+                "State changes the kernel skipped for the state program (it was running on that CPU) that its backstops handled: its second copy, the socket's destruction, or a repair pass of the agent",
                 snap.kernel.caught,
             ),
         ];

@@ -6,7 +6,7 @@ use std::{
     time::Duration,
 };
 
-use tracing::{debug, error, info, warn};
+use tracing::{error, info, warn};
 
 use crate::{
     adopt::{
@@ -162,8 +162,10 @@ async fn serve(
     let mut int = signal(SignalKind::interrupt())?;
     let kernel = Kernel::open(&pins)?;
     let watcher = Watcher::spawn(&hier, WatchConfig::default())?;
+    let recorder = Arc::new(Recorder::default());
+    recorder.repair(None, adoption.repaired);
     let ebpf = Arc::new(Mutex::new(ebpf));
-    let repairer = Repairer::new(ebpf.clone());
+    let repairer = Repairer::new(ebpf.clone(), recorder.clone());
     let ingress = match Ingress::load(ebpf) {
         Ok(i) => Some(i),
         Err(e) => {
@@ -171,8 +173,6 @@ async fn serve(
             None
         }
     };
-    let recorder = Arc::new(Recorder::default());
-    recorder.repair(None, adoption.repaired);
     // Names, deletions and Events from the API; never blocks or fails the start.
     let kube = crate::kube::Kube::start(
         &args.kube,
@@ -224,10 +224,18 @@ async fn serve(
     info!("ready");
     let mut gc = tokio::time::interval(args.gc_interval);
     gc.tick().await;
-    // `0s` turns the repair pass off (tokio's interval can't be zero).
-    let mut repair = (!args.repair_interval.is_zero()).then(|| tokio::time::interval(args.repair_interval));
-    if let Some(r) = repair.as_mut() {
-        r.tick().await;
+    // A task of its own: a pass over a large node takes a while, and
+    // nothing here should wait for it. `0s` turns it off (tokio's interval
+    // can't be zero).
+    if !args.repair_interval.is_zero() {
+        let mut every = tokio::time::interval(args.repair_interval);
+        every.tick().await;
+        tokio::spawn(async move {
+            loop {
+                every.tick().await;
+                repairer.all().await;
+            }
+        });
     }
     loop {
         tokio::select! {
@@ -239,31 +247,6 @@ async fn serve(
                     Ok(0) => {}
                     Ok(n) => info!(removed = n, "dropped counters of removed cgroups"),
                     Err(e) => warn!(error = %e, "counter garbage collection failed"),
-                }
-            }
-            _ = async {
-                match repair.as_mut() {
-                    Some(r) => r.tick().await,
-                    None => std::future::pending().await,
-                }
-            } => {
-                let pass = repairer.all().await;
-                if let Ok(r) = &pass {
-                    recorder.repair(Some(r.elapsed.as_secs_f64()), r.repaired);
-                }
-                match pass {
-                    Ok(r) if r.repaired > 0 => info!(
-                        repaired = r.repaired,
-                        namespaces = r.namespaces,
-                        elapsed_ms = r.elapsed.as_secs_f64() * 1000.0,
-                        "repaired the counts of sockets whose state change the kernel skipped for the programs"
-                    ),
-                    Ok(r) => debug!(
-                        namespaces = r.namespaces,
-                        elapsed_ms = r.elapsed.as_secs_f64() * 1000.0,
-                        "repair pass: every count agreed"
-                    ),
-                    Err(e) => warn!(error = %e, "repair pass failed"),
                 }
             }
         }

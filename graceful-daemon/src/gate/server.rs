@@ -374,8 +374,12 @@ async fn drain(gate: Arc<Gate>, caller: Caller, req: Request<hyper::body::Incomi
             start_ns: params.start_ns,
             cgroups: cgroups.clone(),
         });
+        // A connection whose first state change both copies of the state
+        // program missed is counted before the first look. This holds the
+        // start up for a walk of the pod's sockets (the node's, for a pod
+        // on the host network: about 250 ms at 200,000 sockets).
         if let (Some(repairer), Some(ns)) = (&gate.repairer, pod_netns) {
-            repair_before_first_look(&gate, repairer, ns, &caller.pod).await;
+            repairer.pod(ns, &caller.pod).await;
         }
         let progress_tx = tx.clone();
         let kernel = gate.kernel.clone();
@@ -431,31 +435,6 @@ async fn drain(gate: Arc<Gate>, caller: Caller, req: Request<hyper::body::Incomi
         }
     });
     ndjson(rx)
-}
-
-/// Runs the repair pass over the draining pod's network namespace, so that
-/// the drain's first look counts a connection whose first state change
-/// both copies of the state program missed. It holds the drain's start up
-/// for a walk of the pod's sockets (the node's, for a pod on the host
-/// network: about 250 ms at 200,000 sockets), and a failure costs only the
-/// repair: the drain goes on.
-async fn repair_before_first_look(gate: &Gate, repairer: &Repairer, ns: NetNs, pod: &str) {
-    match repairer.netns(ns).await {
-        Ok(r) => {
-            gate.metrics.repair(Some(r.elapsed.as_secs_f64()), r.repaired);
-            if r.repaired > 0 {
-                info!(
-                    pod,
-                    repaired = r.repaired,
-                    "repaired the counts of the draining pod's sockets whose state change the kernel skipped for the programs"
-                );
-            }
-        }
-        Err(e) => {
-            gate.metrics.error("repair");
-            warn!(pod, error = %e, "cannot check the draining pod's socket counts; the drain goes on");
-        }
-    }
 }
 
 /// The cgroup directories of the containers named in `--after-containers`:

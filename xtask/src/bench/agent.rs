@@ -109,7 +109,7 @@ impl Agent {
         if let Some(every) = &self.repair_interval {
             // The pass logs its duration at debug level.
             cmd.args(["--repair-interval", every])
-                .env("RUST_LOG", "info,graceful::cli::daemon=debug");
+                .env("RUST_LOG", "info,graceful::adopt::repair=debug");
         }
         let mut child = cmd
             .stdin(Stdio::null())
