@@ -16,7 +16,7 @@
 //! the socket's count is set right by the state it is in. So running this
 //! on an agent restart is harmless, and repairs such a miss.
 
-use std::io::Read as _;
+use std::{fs::File, io::Read as _};
 
 use aya::{
     maps::{HashMap, MapData},
@@ -113,14 +113,19 @@ fn offer(map: &mut HashMap<&mut MapData, u64, AdoptEntry>) -> Result<Vec<u64>, O
     }
 }
 
-/// Runs the iterator in the calling thread's network namespace. Returns
-/// the number of sockets it repaired.
-fn iterate(prog: &mut Iter) -> std::io::Result<u64> {
+/// Opens an instance of the iterator. It walks the sockets of the calling
+/// thread's network namespace, taken now: reading it later, from anywhere,
+/// walks that namespace.
+fn open(prog: &mut Iter) -> std::io::Result<File> {
     let id = prog.attach().map_err(std::io::Error::other)?;
     let link = prog.take_link(id).map_err(std::io::Error::other)?;
-    let mut file = link.into_file().map_err(std::io::Error::other)?;
-    // Reading to the end walks every socket; the program writes one byte
-    // per socket it repaired, and nothing else.
+    link.into_file().map_err(std::io::Error::other)
+}
+
+/// Walks every socket of an opened iterator. Returns the number of sockets
+/// it repaired: the program writes one byte per socket it repaired, and
+/// nothing else.
+pub(super) fn walk(mut file: File) -> std::io::Result<u64> {
     let mut sink = Vec::new();
     file.read_to_end(&mut sink)?;
     Ok(sink.len() as u64)
@@ -200,7 +205,14 @@ pub fn adopt_all(ebpf: &mut Ebpf) -> Result<Report, AdoptError> {
 /// is the program's and ends the pass; the inner one is the namespace's
 /// (it vanished, or could not be entered), and the pass goes on. Returns
 /// the number of sockets it repaired.
-pub(super) fn iterate_in(ebpf: &mut Ebpf, ns: &NetNs) -> Result<std::io::Result<u64>, AdoptError> {
+fn iterate_in(ebpf: &mut Ebpf, ns: &NetNs) -> Result<std::io::Result<u64>, AdoptError> {
+    Ok(open_in(ebpf, ns)?.and_then(walk))
+}
+
+/// Opens an instance of the iterator over `ns` (loading it the first
+/// time), to [`walk`] later: the walk needs nothing of `ebpf`. Errors as
+/// in [`iterate_in`].
+pub(super) fn open_in(ebpf: &mut Ebpf, ns: &NetNs) -> Result<std::io::Result<File>, AdoptError> {
     let prog = loader::adoption_iter(ebpf)?;
-    Ok(netns::run_in(ns, || iterate(prog)).and_then(|r| r))
+    Ok(netns::run_in(ns, || open(prog)).and_then(|r| r))
 }
