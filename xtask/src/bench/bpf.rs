@@ -86,16 +86,28 @@ pub fn loaded_program_names() -> io::Result<Vec<String>> {
     Ok(loaded_programs()?.iter().map(|i| c_name(&i[64..80])).collect())
 }
 
-/// Run time (ns) and run count of every loaded `sock_set_state` and its
-/// second copy `sock_state_twin`, summed: both run on every state change.
-/// They only advance while [`RunTimeStats`] is held.
-pub fn state_program_run_time() -> io::Result<(u64, u64)> {
+/// The agent's programs that run on every connection: both copies of the
+/// state program (every state change) and the destruction backstop (every
+/// socket's end).
+pub const PER_CONNECTION_PROGRAMS: [&str; 3] = ["sock_set_state", "sock_state_twin", "sock_destroyed"];
+
+/// Run time (ns) and run count of each of [`PER_CONNECTION_PROGRAMS`],
+/// summed over every loaded copy, in that order. They only advance while
+/// [`RunTimeStats`] is held.
+pub fn per_connection_run_times() -> io::Result<[(u64, u64); 3]> {
     let word = |i: &[u8; 256], at: usize| u64::from_ne_bytes(i[at..at + 8].try_into().expect("8 bytes"));
-    Ok(loaded_programs()?
-        .iter()
-        .filter(|i| ["sock_set_state", "sock_state_twin"].contains(&c_name(&i[64..80]).as_str()))
+    let mut out = [(0, 0); 3];
+    for i in loaded_programs()? {
         // struct bpf_prog_info: run_time_ns at 192, run_cnt at 200.
-        .fold((0, 0), |(t, c), i| (t + word(i, 192), c + word(i, 200))))
+        if let Some(k) = PER_CONNECTION_PROGRAMS
+            .iter()
+            .position(|n| *n == c_name(&i[64..80]))
+        {
+            out[k].0 += word(&i, 192);
+            out[k].1 += word(&i, 200);
+        }
+    }
+    Ok(out)
 }
 
 /// The kernel's run-time statistics of BPF programs, on while this is held
