@@ -2,6 +2,8 @@
 //!
 //! - `churn`: loopback connections per second with graceful's programs
 //!   attached against detached, interleaved round by round.
+//! - `churn-cost`: the same load's extra CPU split by kernel path, from
+//!   CPU samples, precise where the churn ratio is noisy.
 //! - `release-latency`: the gate's release after the last inbound close,
 //!   against a 1 s sock_diag poller.
 //! - `memory`: agent RSS and kernel map memory with many live connections
@@ -23,6 +25,7 @@ mod agent;
 mod bpf;
 mod cgroup;
 mod churn;
+mod cost;
 mod load;
 mod memory;
 mod release;
@@ -34,6 +37,8 @@ mod worker;
 pub enum BenchCmd {
     /// Connections per second on loopback, programs attached vs detached (target: at most 3 % fewer).
     Churn(churn::Args),
+    /// Where the churn load's extra CPU goes, by kernel path, from CPU samples (needs perf).
+    ChurnCost(cost::Args),
     /// Agent RSS and kernel map memory with many live connections across many cgroups (target: RSS < 50 MiB).
     Memory(memory::Args),
     /// Gate release latency after the last inbound close, against a 1 s sock_diag poller (target: p99 <= 10 ms, 100x faster).
@@ -57,6 +62,7 @@ pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
     install_interrupt_handler();
     match cmd {
         BenchCmd::Churn(args) => churn::run(args),
+        BenchCmd::ChurnCost(args) => cost::run(args),
         BenchCmd::Memory(args) => memory::run(args),
         BenchCmd::ReleaseLatency(args) => release::run(args),
         BenchCmd::Load(args) => load::run(args),
