@@ -40,7 +40,7 @@ use serde_json::json;
 use super::{
     agent::Agent,
     stats::Summary,
-    tcp_load::{self, Config},
+    tcp_load::{self, Config, Outcome},
     AgentArgs,
 };
 
@@ -243,12 +243,12 @@ impl Drop for Recorder {
 }
 
 /// The churn load under `perf record`, then the profile of that window.
-fn sample(perf: &Path, cfg: &Config, out: &Path, frequency: u32) -> anyhow::Result<(Profile, f64)> {
+fn sample(perf: &Path, cfg: &Config, out: &Path, frequency: u32) -> anyhow::Result<(Profile, Outcome)> {
     let rec = Recorder::start(perf, out, frequency)?;
     let load = tcp_load::measure(cfg);
     rec.stop()?;
     let load = load?;
-    Ok((report(perf, out)?, load.per_second()))
+    Ok((report(perf, out)?, load))
 }
 
 fn report(perf: &Path, data: &Path) -> anyhow::Result<Profile> {
@@ -327,6 +327,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let dir = DataDir::create()?;
     let mut agent = Agent::new(&bin, &args.pin_dir)?;
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
 
     println!(
         "== graceful churn cost: where the extra CPU goes, by kernel path (perf record -a -g, {} Hz)",
@@ -348,14 +349,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // Per round: each path's share, the sum, the idle shares, the rates.
     let mut shares: Vec<Vec<f64>> = vec![Vec::new(); PATHS.len()];
     let mut totals = Vec::new();
+    let mut us_per_conn = Vec::new();
     for round in 0..args.rounds {
         super::check_interrupted()?;
-        let (without, rate_without) = sample(&perf, &cfg, &dir.path().join("without.data"), args.frequency)?;
+        let (without, load_without) = sample(&perf, &cfg, &dir.path().join("without.data"), args.frequency)?;
         agent.start()?;
         let with = sample(&perf, &cfg, &dir.path().join("with.data"), args.frequency);
         agent.stop()?;
         agent.uninstall()?;
-        let (with, rate_with) = with?;
+        let (with, load_with) = with?;
         let mut total = 0.0;
         for (k, p) in PATHS.iter().enumerate() {
             let s = with.busy_share(p.roots) - without.busy_share(p.roots);
@@ -365,11 +367,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             }
         }
         totals.push(total);
+        // The busy CPU time of the "with" window, spread over its connections.
+        let busy_us = (1.0 - with.idle() / 100.0) * cpus * load_with.elapsed.as_secs_f64() * 1e6;
+        let us = total / 100.0 * busy_us / load_with.completed.max(1) as f64;
+        us_per_conn.push(us);
         println!(
-            "round {}: graceful {total:.2} % of the busy CPU; idle {:.1} % without, {:.1} % with; {rate_without:.0} → {rate_with:.0} conn/s",
+            "round {}: graceful {total:.2} % of the busy CPU, {us:.2} µs per connection; idle {:.1} % without, {:.1} % with; {:.0} → {:.0} conn/s",
             round + 1,
             without.idle(),
-            with.idle()
+            with.idle(),
+            load_without.per_second(),
+            load_with.per_second(),
         );
     }
     drop(agent);
@@ -392,6 +400,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "{:<58} {:>7.2} {:>7.2} {:>7.2}",
         "all of graceful's paths", t.min, t.median, t.max
     );
+    let us = Summary::of(&us_per_conn).expect("rounds > 0");
+    println!(
+        "{:<58} {:>7.2} {:>7.2} {:>7.2}",
+        "the same, in CPU µs per connection (2 sockets)", us.min, us.median, us.max
+    );
     let pass = t.median <= args.target_pct;
     println!(
         "\ncost: {:.2} % of the busy CPU (median), so about {:.2} % fewer connections per second with the CPUs saturated;",
@@ -411,6 +424,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "frequency_hz": args.frequency,
             "paths": json_paths,
             "total_pct": t.json(2),
+            "us_per_conn": us.json(2),
             "target_max_overhead_pct": args.target_pct,
             "pass": pass,
         })
