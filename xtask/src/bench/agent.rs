@@ -3,7 +3,9 @@
 //! runs `graceful uninstall`, so the programs never stay attached.
 
 use std::{
+    ffi::CString,
     io::{BufRead as _, BufReader},
+    os::unix::process::CommandExt as _,
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     sync::mpsc::{self, Receiver, RecvTimeoutError},
@@ -25,6 +27,8 @@ pub struct Agent {
     repair_interval: Option<String>,
     /// Durations of the running agent's repair passes, in ms, as it logs them.
     repairs: Option<Receiver<f64>>,
+    /// `cgroup.procs` of a memory cgroup to start the agent in.
+    memcg: Option<CString>,
 }
 
 /// What one start-up took.
@@ -60,6 +64,7 @@ impl Agent {
             child: None,
             repair_interval: None,
             repairs: None,
+            memcg: None,
         };
         if pins.exists() {
             eprintln!(
@@ -75,6 +80,12 @@ impl Agent {
         let mut cmd = Command::new(&self.bin);
         cmd.arg("--pin-dir").arg(&self.pins);
         cmd
+    }
+
+    /// Starts the agent in the memory cgroup whose `cgroup.procs` is
+    /// `procs`, from before its first allocation (see `memcg.rs`).
+    pub fn in_memcg(&mut self, procs: CString) {
+        self.memcg = Some(procs);
     }
 
     /// Runs the agent's repair pass every `interval` (a duration such as
@@ -110,6 +121,10 @@ impl Agent {
             // The pass logs its duration at debug level.
             cmd.args(["--repair-interval", every])
                 .env("RUST_LOG", "info,graceful::adopt::repair=debug");
+        }
+        if let Some(procs) = self.memcg.clone() {
+            // SAFETY: join_self makes only async-signal-safe calls.
+            unsafe { cmd.pre_exec(move || super::memcg::join_self(&procs)) };
         }
         let mut child = cmd
             .stdin(Stdio::null())

@@ -70,7 +70,7 @@ impl Cgroups {
 
 /// rmdir, retried briefly: a cgroup stays busy until its last exited
 /// process is fully released.
-fn remove(dir: &Path) -> std::io::Result<()> {
+pub fn remove(dir: &Path) -> std::io::Result<()> {
     let mut tries = 0;
     loop {
         match std::fs::remove_dir(dir) {

@@ -14,7 +14,9 @@
 //!    socket is pre-existing and must be adopted.
 //!
 //! Each phase checks the counts of `graceful cgroups -o json` against what
-//! the workers hold.
+//! the workers hold, and reads what the agent's own memory cgroup was
+//! charged (`memcg.rs`): its RSS plus the kernel memory of its maps and of
+//! every socket's storage, which is what its memory limit must hold.
 
 use std::{
     collections::BTreeMap,
@@ -33,6 +35,7 @@ use super::{
     agent::{self, Agent, Started},
     bpf::{self, MapInfo},
     cgroup::Cgroups,
+    memcg::AgentMemcg,
     AgentArgs,
 };
 
@@ -247,6 +250,8 @@ struct Phase {
     name: &'static str,
     rss_kib: u64,
     hwm_kib: u64,
+    /// Charged to the agent's memory cgroup: in all, and kernel memory.
+    memcg: Charge,
     started: Option<Started>,
     counts: Option<Counts>,
 }
@@ -255,6 +260,7 @@ struct Phase {
 /// prints and returns its readiness, memory and counts as phase `name`.
 fn start_and_measure(
     agent: &mut Agent,
+    memcg: &AgentMemcg,
     name: &'static str,
     per: &BTreeMap<String, u64>,
     connections: usize,
@@ -265,6 +271,7 @@ fn start_and_measure(
     super::sleep(Duration::from_secs(1))?;
     let counts = Counts::read(agent, per)?;
     let (rss, hwm) = agent::rss_kib(pid)?;
+    let charge = Charge::read(memcg)?;
     let tag = format!("[{name}]");
     println!(
         "{tag:<9} ready in {:.0} ms (adoption pass {} ms over {} offered sockets; maps reused: {}); VmRSS {:.1} MiB, VmHWM {:.1} MiB",
@@ -276,13 +283,43 @@ fn start_and_measure(
         mib(hwm)
     );
     println!("{tag:<9} {}", counts.line(connections, ncg));
+    println!("{tag:<9} {}", charge.line());
     Ok(Phase {
         name,
         rss_kib: rss,
         hwm_kib: hwm,
+        memcg: charge,
         started: Some(started),
         counts: Some(counts),
     })
+}
+
+/// What the agent's memory cgroup was charged at one moment.
+#[derive(Clone, Copy)]
+struct Charge {
+    all: u64,
+    kernel: u64,
+}
+
+impl Charge {
+    fn read(memcg: &AgentMemcg) -> anyhow::Result<Self> {
+        Ok(Self {
+            all: memcg.charged()?,
+            kernel: memcg.kernel()?,
+        })
+    }
+
+    fn line(&self) -> String {
+        format!(
+            "agent's memory cgroup charged {:.1} MiB, of which kernel memory {:.1} MiB",
+            bytes_mib(self.all),
+            bytes_mib(self.kernel)
+        )
+    }
+}
+
+fn bytes_mib(b: u64) -> f64 {
+    b as f64 / 1048576.0
 }
 
 fn mib(kib: u64) -> f64 {
@@ -322,8 +359,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     raise_own_nofile();
     let bin = args.agent.binary()?;
     // Dropped in reverse order: workers, then cgroups, then the agent (stop + uninstall).
+    // Declared first, so dropped last: after the agent has stopped.
+    let memcg = AgentMemcg::create()?;
     let mut agent = Agent::new(&bin, &args.pin_dir)?;
     agent.repair_every("1s");
+    agent.in_memcg(memcg.procs());
     let cg = Cgroups::create(PREFIX, ncg)?;
     let mut workers = Workers { children: Vec::new() };
 
@@ -331,7 +371,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "== graceful memory bench: {} live connections across {ncg} cgroups",
         args.connections
     );
-    println!("agent:    {} --pin-dir {}", bin.display(), args.pin_dir.display());
+    println!(
+        "agent:    {} --pin-dir {}, in memory cgroup {} ({})",
+        bin.display(),
+        args.pin_dir.display(),
+        memcg.dir().display(),
+        memcg.version()
+    );
     println!(
         "cgroups:  {}/{PREFIX}0 … {PREFIX}{}, one worker each listening on 127.200.<i/250>.<i%250+1>:{PORT} and connected to itself",
         cg.mount.display(),
@@ -355,11 +401,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         mib(rss),
         mib(hwm)
     );
+    let idle_charge = Charge::read(&memcg)?;
+    println!("[idle]    {}", idle_charge.line());
     let idle_maps = bpf::maps_of(pid, &args.pin_dir)?;
     phases.push(Phase {
         name: "idle",
         rss_kib: rss,
         hwm_kib: hwm,
+        memcg: idle_charge,
         started: Some(started),
         counts: None,
     });
@@ -395,6 +444,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     println!("[live]    {}", counts.line(args.connections, ncg));
     let (rss, hwm) = agent::rss_kib(pid)?;
     println!("[live]    VmRSS {:.1} MiB, VmHWM {:.1} MiB", mib(rss), mib(hwm));
+    let live_charge = Charge::read(&memcg)?;
+    println!("[live]    {}", live_charge.line());
     let mut repairs: Vec<f64> = (0..3)
         .filter_map(|_| agent.next_repair_ms(Duration::from_secs(10)))
         .collect();
@@ -420,6 +471,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         name: "live",
         rss_kib: rss,
         hwm_kib: hwm,
+        memcg: live_charge,
         started: None,
         counts: Some(counts),
     });
@@ -428,6 +480,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     agent.stop()?;
     phases.push(start_and_measure(
         &mut agent,
+        &memcg,
         "restart",
         &per,
         args.connections,
@@ -437,7 +490,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // 4. cold start: nothing pinned, every socket must be adopted.
     agent.stop()?;
     agent.uninstall()?;
-    let cold = start_and_measure(&mut agent, "cold", &per, args.connections, ncg)?;
+    let cold = start_and_measure(&mut agent, &memcg, "cold", &per, args.connections, ncg)?;
     let cold_storage = sk_storage_charged()?;
     foreign = foreign.max(bpf::state_programs_loaded()?.saturating_sub(1));
     let cold_storage_bytes: u64 = cold_storage.iter().map(|c| c.bytes).sum();
@@ -466,6 +519,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             d.as_secs_f64()
         );
     }
+    let closed_charge = Charge::read(&memcg)?;
+    println!("[closed]  {}", closed_charge.line());
+    let memcg_peak = memcg.peak()?;
 
     println!("\nkernel maps held by the agent with the connections open (memlock from /proc/<pid>/fdinfo):");
     print_maps(&live_maps);
@@ -499,17 +555,35 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         live_total as f64 / 1048576.0,
         storage_bytes as f64 / 1048576.0
     );
+    // What a DaemonSet's memory limit must hold: the kernel charges the
+    // maps and every socket's storage to the agent's memory cgroup.
+    let kernel_per_socket =
+        (live_charge.kernel as f64 - idle_charge.kernel as f64) / storage_sockets.max(1) as f64;
+    println!(
+        "agent's memory cgroup ({}): peak {:.1} MiB over the run, what its memory limit must hold;",
+        memcg.version(),
+        bytes_mib(memcg_peak)
+    );
+    println!(
+        "  each tracked socket added {kernel_per_socket:.0} bytes of kernel memory to it (live − idle over {storage_sockets} sockets);"
+    );
+    println!(
+        "  with every connection closed it was back to {:.1} MiB",
+        bytes_mib(closed_charge.all)
+    );
 
     println!(
-        "\n{:<8} {:>10} {:>10} {:>10} {:>10} {:>9}",
-        "phase", "VmRSS MiB", "VmHWM MiB", "ready ms", "adopt ms", "counts"
+        "\n{:<8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9}",
+        "phase", "VmRSS MiB", "VmHWM MiB", "memcg MiB", "kernel MiB", "ready ms", "adopt ms", "counts"
     );
     for p in &phases {
         println!(
-            "{:<8} {:>10.1} {:>10.1} {:>10} {:>10} {:>9}",
+            "{:<8} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10} {:>10} {:>9}",
             p.name,
             mib(p.rss_kib),
             mib(p.hwm_kib),
+            bytes_mib(p.memcg.all),
+            bytes_mib(p.memcg.kernel),
             p.started.as_ref().map_or("-".into(), |s| format!(
                 "{:.0}",
                 s.ready_after.as_secs_f64() * 1e3
@@ -582,6 +656,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "listener": storage[2].per_socket().round(),
         },
         "sk_storage_charged_bytes_after_cold_adoption": cold_storage_bytes,
+        "memcg_version": memcg.version(),
+        "memcg_charged_bytes": by_phase(&|p| p.memcg.all.into()),
+        "memcg_kernel_bytes": by_phase(&|p| p.memcg.kernel.into()),
+        "memcg_peak_bytes": memcg_peak,
+        "memcg_closed_bytes": closed_charge.all,
+        "memcg_kernel_bytes_per_socket": kernel_per_socket.round(),
         "counts_ok": counts_ok,
         "counts_zero_after_close": drained.is_some(),
         "target_rss_mib": args.target_rss_mib,

@@ -27,6 +27,7 @@ mod cgroup;
 mod churn;
 mod cost;
 mod load;
+mod memcg;
 mod memory;
 mod release;
 mod stats;
