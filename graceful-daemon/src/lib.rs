@@ -8,6 +8,7 @@
 //! - [`kube`]: names, deletions and Events from the Kubernetes API;
 //! - [`gate`]: the drain gate that `graceful-wait` calls;
 //! - [`api`]: the local API, `/metrics` included;
+//! - [`memcg`]: the agent's memory budget, which grows with the node's sockets;
 //! - [`cli`]: the `graceful` command line, the agent included.
 pub mod adopt;
 pub mod api;
@@ -21,5 +22,6 @@ pub mod http_conn;
 pub mod kernel;
 pub mod kube;
 pub mod logging;
+pub mod memcg;
 pub mod reply;
 pub mod resolver;

@@ -42,6 +42,8 @@ pub struct Agent {
     pub gate_dir: Option<PathBuf>,
     /// More arguments for `graceful daemon` (`--kubeconfig`, `--node-name`, ...).
     pub daemon_args: Vec<String>,
+    /// `cgroup.procs` of a memory cgroup to start the daemon in (see [`crate::memcg`]).
+    pub memcg: Option<std::ffi::CString>,
     child: Option<Child>,
 }
 
@@ -121,6 +123,7 @@ impl Agent {
             log: std::env::temp_dir().join(format!("{name}.log")),
             gate_dir: None,
             daemon_args: Vec::new(),
+            memcg: None,
             child: None,
         }
     }
@@ -181,7 +184,16 @@ impl Agent {
             args.extend(["--api-addr".to_string(), "127.0.0.1:0".to_string()]);
         }
         args.extend(self.daemon_args.iter().cloned());
-        let child = Command::new(graceful_bin())
+        let mut cmd = Command::new(graceful_bin());
+        if let Some(procs) = self.memcg.clone() {
+            // SAFETY: join_self makes only async-signal-safe calls.
+            unsafe {
+                std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+                    crate::memcg::join_self(&procs)
+                })
+            };
+        }
+        let child = cmd
             .args(&args)
             .env("GRACEFUL_PIN_DIR", &self.pin_dir)
             .env("GRACEFUL_API_SOCKET", self.api_sock())

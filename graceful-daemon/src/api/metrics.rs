@@ -320,6 +320,31 @@ impl Collector for Live {
                 (label("map", "watch"), snap.watch_entries),
             ],
         )?;
+        // Read at scrape time: a few small files.
+        if let Some(b) = crate::memcg::Budget::own() {
+            gauge(
+                &mut e,
+                "memory_cgroup_bytes",
+                "Memory charged to the agent's memory cgroup: its own, its maps', and the storage of every TCP socket on the node",
+                b.usage as i64,
+            )?;
+            if let Some(limit) = b.limit {
+                gauge(
+                    &mut e,
+                    "memory_cgroup_limit_bytes",
+                    "The agent's memory limit (the tightest of its cgroup's and their parents'); at it, the agent is OOM-killed",
+                    limit as i64,
+                )?;
+            }
+            if let Some(n) = b.tcp_sockets {
+                gauge(
+                    &mut e,
+                    "node_tcp_sockets",
+                    "TCP sockets allocated on the node, every network namespace: each costs the agent's memory cgroup about 320 bytes",
+                    n as i64,
+                )?;
+            }
+        }
         labelled(
             &mut e,
             "map_capacity",

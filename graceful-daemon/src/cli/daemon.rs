@@ -28,6 +28,7 @@ use crate::{
     },
     kernel,
     kube::TerminationReport,
+    memcg::{self, Budget},
     resolver::watch::{WatchConfig, Watcher},
 };
 
@@ -222,6 +223,17 @@ async fn serve(
     });
     start_api(&args.api_addr, api_socket, api).await;
     info!("ready");
+    let mut short = false;
+    if let Some(b) = Budget::own() {
+        info!(
+            usage_bytes = b.usage,
+            limit_bytes = b.limit,
+            tcp_sockets = b.tcp_sockets,
+            "{}",
+            b.describe()
+        );
+    }
+    check_budget(&mut short);
     let mut gc = tokio::time::interval(args.gc_interval);
     gc.tick().await;
     // A task of its own: a pass over a large node takes a while, and
@@ -242,6 +254,7 @@ async fn serve(
             _ = term.recv() => { info!("SIGTERM"); break }
             _ = int.recv() => { info!("SIGINT"); break }
             _ = gc.tick() => {
+                check_budget(&mut short);
                 let (pins, hier) = (pins.clone(), hier.clone());
                 match tokio::task::spawn_blocking(move || counters::collect_garbage(&pins, &hier)).await? {
                     Ok(0) => {}
@@ -255,6 +268,31 @@ async fn serve(
     // mount its directory (the next agent binds it again).
     let _ = std::fs::remove_file(api_socket);
     Ok(())
+}
+
+/// Warns once when the agent's memory cgroup gets short (see `memcg`):
+/// the kernel charges it for every socket on the node, and past its limit
+/// the agent is OOM-killed. Says so again when it is no longer short.
+fn check_budget(was_short: &mut bool) {
+    let Some(b) = Budget::own() else { return };
+    let short = b.is_short();
+    if short && !*was_short {
+        warn!(
+            usage_bytes = b.usage,
+            limit_bytes = b.limit,
+            tcp_sockets = b.tcp_sockets,
+            "{}: raise the agent's memory limit (deploy/base/daemonset.yaml), or the kernel will OOM-kill it as the node's sockets grow",
+            b.describe()
+        );
+    } else if !short && *was_short {
+        info!(
+            usage_bytes = b.usage,
+            limit_bytes = b.limit,
+            "memory cgroup back under {} % of its limit",
+            memcg::SHORT_PCT
+        );
+    }
+    *was_short = short;
 }
 
 /// Binds the local API's listeners. An address or socket that cannot be

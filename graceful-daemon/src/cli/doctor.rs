@@ -143,6 +143,23 @@ pub fn run(pins: &PinDir, args: Args) -> anyhow::Result<i32> {
         Err(e) => r.line(Level::Fail, "pins", e.to_string()),
     }
 
+    match crate::memcg::Budget::own() {
+        Some(b) if b.is_short() => r.line(
+            Level::Warn,
+            "memory",
+            format!(
+                "{}: raise the agent's memory limit, or the kernel OOM-kills it as sockets grow",
+                b.describe()
+            ),
+        ),
+        Some(b) => r.line(Level::Ok, "memory", format!("this process's {}", b.describe())),
+        None => r.line(
+            Level::Ok,
+            "memory",
+            "no memory cgroup readable here: no memory limit applies to this process",
+        ),
+    }
+
     if !args.no_load {
         if !kernel::is_root() {
             r.line(

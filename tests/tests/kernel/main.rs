@@ -14,6 +14,7 @@ mod gate_scopes;
 mod gate_settings;
 mod gc;
 mod kube_watch;
+mod memory_budget;
 mod nested;
 mod pods;
 mod preexisting;

@@ -1,0 +1,293 @@
+//! The agent's memory budget. The kernel charges graceful's maps, and the
+//! storage each TCP socket on the node carries, to the memory cgroup of
+//! the process that created the maps: the agent's container. So the
+//! agent's memory limit must grow with the node's sockets, not only with
+//! its own RSS. Measured with `cargo xtask bench memory` on 6.18: about
+//! 313 bytes per tracked socket, on top of about 30 MiB for the agent and
+//! its maps at rest.
+//!
+//! When the limit is reached, the kernel does not refuse a socket's
+//! storage (it is allocated from softirq, where a memory cgroup may go over
+//! its limit); the agent's own next allocation then fails, and the agent
+//! is OOM-killed. [`Budget`] tells before that happens.
+
+use std::path::{Path, PathBuf};
+
+/// Kernel memory charged per tracked TCP socket, rounded up from the
+/// memory bench's 313 bytes.
+pub const BYTES_PER_SOCKET: u64 = 320;
+
+/// Above this share of its limit, the memory cgroup is reported as short.
+pub const SHORT_PCT: u64 = 85;
+
+/// What the agent's memory cgroup holds, against its limit, and the node's
+/// TCP sockets that drive it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Budget {
+    /// Charged now, in bytes.
+    pub usage: u64,
+    /// The tightest limit of the cgroup and its ancestors; `None`: none.
+    pub limit: Option<u64>,
+    /// TCP sockets allocated on the node, every network namespace.
+    pub tcp_sockets: Option<u64>,
+}
+
+impl Budget {
+    /// The calling process's budget; `None` if its memory cgroup cannot be
+    /// read (no memory controller, or a cgroup namespace that hides it).
+    pub fn own() -> Option<Self> {
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+        let cgroups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+        let Own { mount, dir, v2 } = own_dir(&mountinfo, &cgroups)?;
+        let (usage, limit) = if v2 {
+            (
+                read_u64(&dir.join("memory.current"))?,
+                tightest(&mount, &dir, "memory.max"),
+            )
+        } else {
+            (
+                read_u64(&dir.join("memory.usage_in_bytes"))?,
+                tightest(&mount, &dir, "memory.limit_in_bytes"),
+            )
+        };
+        let tcp_sockets = std::fs::read_to_string("/proc/net/sockstat")
+            .ok()
+            .and_then(|s| tcp_allocated(&s));
+        Some(Self {
+            usage,
+            limit,
+            tcp_sockets,
+        })
+    }
+
+    /// Over [`SHORT_PCT`] of the limit.
+    pub fn is_short(&self) -> bool {
+        self.limit
+            .is_some_and(|l| self.usage.saturating_mul(100) > l.saturating_mul(SHORT_PCT))
+    }
+
+    /// More TCP sockets the node can open before the limit is reached.
+    pub fn sockets_left(&self) -> Option<u64> {
+        self.limit
+            .map(|l| l.saturating_sub(self.usage) / BYTES_PER_SOCKET)
+    }
+
+    /// One line for logs and `graceful doctor`.
+    pub fn describe(&self) -> String {
+        let mib = |b: u64| b as f64 / 1048576.0;
+        let sockets = self
+            .tcp_sockets
+            .map_or("an unknown number of".into(), |n| n.to_string());
+        match (self.limit, self.sockets_left()) {
+            (Some(limit), Some(left)) => format!(
+                "memory cgroup at {:.1} of its {:.1} MiB limit; the kernel charges it about {BYTES_PER_SOCKET} bytes for each TCP socket on the node ({sockets} now), room for about {left} more",
+                mib(self.usage),
+                mib(limit)
+            ),
+            _ => format!(
+                "memory cgroup at {:.1} MiB, no limit; the kernel charges it about {BYTES_PER_SOCKET} bytes for each TCP socket on the node ({sockets} now)",
+                mib(self.usage)
+            ),
+        }
+    }
+}
+
+/// A process's memory cgroup.
+#[derive(Debug, PartialEq, Eq)]
+struct Own {
+    /// The hierarchy's mount.
+    mount: PathBuf,
+    dir: PathBuf,
+    v2: bool,
+}
+
+/// The calling process's memory cgroup: in the v1 memory hierarchy if
+/// there is one (where memory is accounted on a hybrid host), else on the
+/// cgroup2 mount.
+fn own_dir(mountinfo: &str, cgroups: &str) -> Option<Own> {
+    let mut v1_mount = None;
+    let mut v2_mount = None;
+    for line in mountinfo.lines() {
+        let Some((left, right)) = line.split_once(" - ") else {
+            continue;
+        };
+        let mut r = right.split_whitespace();
+        let (fstype, options) = (r.next(), r.nth(1));
+        let fields: Vec<&str> = left.split_whitespace().collect();
+        // A mount of the hierarchy's root only: a sub-tree's paths differ.
+        if fields.len() < 5 || fields[3] != "/" {
+            continue;
+        }
+        let mount = PathBuf::from(fields[4].replace("\\040", " "));
+        match fstype {
+            Some("cgroup") if options.is_some_and(|o| o.split(',').any(|x| x == "memory")) => {
+                v1_mount.get_or_insert(mount);
+            }
+            Some("cgroup2") => {
+                v2_mount.get_or_insert(mount);
+            }
+            _ => {}
+        }
+    }
+    // /proc/self/cgroup: `hierarchy-id:controllers:path`.
+    let path_of = |pred: &dyn Fn(&str, &str) -> bool| {
+        cgroups.lines().find_map(|l| {
+            let mut f = l.splitn(3, ':');
+            let (id, ctrl, path) = (f.next()?, f.next()?, f.next()?);
+            pred(id, ctrl).then(|| path.trim_start_matches('/').to_string())
+        })
+    };
+    if let Some(m) = v1_mount {
+        let p = path_of(&|_, ctrl| ctrl.split(',').any(|c| c == "memory"))?;
+        return Some(Own {
+            dir: m.join(p),
+            mount: m,
+            v2: false,
+        });
+    }
+    let p = path_of(&|id, ctrl| id == "0" && ctrl.is_empty())?;
+    let mount = v2_mount?;
+    Some(Own {
+        dir: mount.join(p),
+        mount,
+        v2: true,
+    })
+}
+
+/// The smallest limit in `file` from `dir` up to the hierarchy's root
+/// `mount`: a parent's limit binds its children.
+fn tightest(mount: &Path, dir: &Path, file: &str) -> Option<u64> {
+    let mut best: Option<u64> = None;
+    let mut d = Some(dir);
+    while let Some(cur) = d.filter(|c| c.starts_with(mount)) {
+        if let Some(l) = std::fs::read_to_string(cur.join(file))
+            .ok()
+            .and_then(|s| parse_limit(&s))
+        {
+            best = Some(best.map_or(l, |b| b.min(l)));
+        }
+        d = cur.parent();
+    }
+    best
+}
+
+/// A limit file: `max` (v2) or a page-rounded 2^63 (v1) means none.
+fn parse_limit(s: &str) -> Option<u64> {
+    let s = s.trim();
+    if s == "max" {
+        return None;
+    }
+    s.parse::<u64>().ok().filter(|&v| v < 1 << 62)
+}
+
+fn read_u64(path: &Path) -> Option<u64> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// `alloc` of the `TCP:` line of /proc/net/sockstat: full TCP sockets
+/// allocated on the node, counted across every network namespace (the
+/// other figures of that file are the reader's namespace only).
+fn tcp_allocated(sockstat: &str) -> Option<u64> {
+    let line = sockstat.lines().find(|l| l.starts_with("TCP:"))?;
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let at = words.iter().position(|w| *w == "alloc")?;
+    words.get(at + 1)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // This machine's hybrid layout: memory on v1, cgroup2 at .../unified.
+    const HYBRID_MOUNTINFO: &str = "\
+35 25 0:30 / /sys/fs/cgroup/unified rw,nosuid,nodev,noexec,relatime shared:10 - cgroup2 cgroup2 rw,nsdelegate
+40 25 0:35 / /sys/fs/cgroup/memory rw,nosuid,nodev,noexec,relatime shared:15 - cgroup cgroup rw,memory
+41 25 0:36 / /sys/fs/cgroup/pids rw,nosuid,nodev,noexec,relatime shared:16 - cgroup cgroup rw,pids
+";
+    const HYBRID_CGROUP: &str = "8:pids:/\n4:memory:/process_api/cc2e\n0::/\n";
+
+    const V2_MOUNTINFO: &str = "\
+30 24 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 rw,nsdelegate,memory_recursiveprot
+";
+    const V2_CGROUP: &str = "0::/kubepods.slice/kubepods-burstable.slice/cri-containerd-abc.scope\n";
+
+    #[test]
+    fn finds_the_v1_memory_cgroup_on_a_hybrid_host() {
+        assert_eq!(
+            own_dir(HYBRID_MOUNTINFO, HYBRID_CGROUP),
+            Some(Own {
+                mount: PathBuf::from("/sys/fs/cgroup/memory"),
+                dir: PathBuf::from("/sys/fs/cgroup/memory/process_api/cc2e"),
+                v2: false
+            })
+        );
+    }
+
+    #[test]
+    fn finds_the_v2_cgroup_on_a_unified_host() {
+        assert_eq!(
+            own_dir(V2_MOUNTINFO, V2_CGROUP),
+            Some(Own {
+                mount: PathBuf::from("/sys/fs/cgroup"),
+                dir: PathBuf::from(
+                    "/sys/fs/cgroup/kubepods.slice/kubepods-burstable.slice/cri-containerd-abc.scope"
+                ),
+                v2: true
+            })
+        );
+    }
+
+    #[test]
+    fn no_memory_cgroup_without_a_mount() {
+        assert_eq!(own_dir("", V2_CGROUP), None);
+    }
+
+    #[test]
+    fn the_tightest_limit_binds_from_any_ancestor_but_not_above_the_mount() {
+        let root = std::env::temp_dir().join(format!("graceful-memcg-test-{}", std::process::id()));
+        let mount = root.join("cg");
+        let leaf = mount.join("pod/ctr");
+        std::fs::create_dir_all(&leaf).unwrap();
+        std::fs::write(root.join("memory.max"), "1\n").unwrap();
+        std::fs::write(mount.join("pod/memory.max"), "268435456\n").unwrap();
+        std::fs::write(leaf.join("memory.max"), "max\n").unwrap();
+        assert_eq!(tightest(&mount, &leaf, "memory.max"), Some(268435456));
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn limits_of_max_or_v1_unlimited_are_none() {
+        assert_eq!(parse_limit("max\n"), None);
+        assert_eq!(parse_limit("9223372036854771712\n"), None);
+        assert_eq!(parse_limit("134217728\n"), Some(134217728));
+        assert_eq!(parse_limit("garbage"), None);
+    }
+
+    #[test]
+    fn reads_the_node_wide_tcp_allocation() {
+        let s = "sockets: used 1234\nTCP: inuse 5 orphan 0 tw 2 alloc 200507 mem 1\nUDP: inuse 3 mem 0\n";
+        assert_eq!(tcp_allocated(s), Some(200507));
+        assert_eq!(tcp_allocated("UDP: inuse 3 mem 0\n"), None);
+    }
+
+    #[test]
+    fn short_over_85_percent_with_room_counted_in_sockets() {
+        let b = Budget {
+            usage: 100 << 20,
+            limit: Some(128 << 20),
+            tcp_sockets: Some(200_000),
+        };
+        assert!(!b.is_short());
+        assert_eq!(b.sockets_left(), Some((28 << 20) / BYTES_PER_SOCKET));
+        let short = Budget {
+            usage: 110 << 20,
+            ..b
+        };
+        assert!(short.is_short());
+        let unlimited = Budget { limit: None, ..b };
+        assert!(!unlimited.is_short());
+        assert_eq!(unlimited.sockets_left(), None);
+        assert!(unlimited.describe().contains("no limit"));
+        assert!(b.describe().contains("room for about"));
+    }
+}

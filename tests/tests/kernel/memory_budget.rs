@@ -1,0 +1,112 @@
+//! The agent's memory budget, read from its real memory cgroup. The kernel
+//! charges the agent's cgroup for the storage of every TCP socket on the
+//! node, so its limit must grow with the node: the agent reports what it is
+//! charged and its limit in `/metrics`, and warns before the limit is
+//! reached (past it, the kernel OOM-kills it).
+
+use std::net::{TcpListener, TcpStream};
+
+use graceful_tests::{memcg::MemCgroup, wait_for};
+
+use super::*;
+
+/// One series' value from the agent's `/metrics`.
+fn metric(agent: &Agent, series: &str) -> Option<f64> {
+    let s = std::os::unix::net::UnixStream::connect(agent.api_sock()).ok()?;
+    let mut r = graceful_wait::http::get(s, "/metrics", Some(std::time::Duration::from_secs(5))).ok()?;
+    while let Ok(Some(l)) = r.next_line() {
+        if let Some(v) = l.strip_prefix(series).and_then(|v| v.strip_prefix(' ')) {
+            return v.trim().parse().ok();
+        }
+    }
+    None
+}
+
+/// TCP sockets on the node that are not TIME_WAIT minisockets, by `ss`:
+/// at most what the agent may report (other namespaces add to its figure).
+fn ss_full_sockets() -> u64 {
+    let out = std::process::Command::new("ss").args(["-tanH"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.starts_with("TIME-WAIT"))
+        .count() as u64
+}
+
+#[test]
+fn the_agent_reports_its_memory_cgroup_and_warns_before_its_limit() {
+    require_root!();
+    // Declared before the agent, so removed after it has stopped.
+    let memcg = MemCgroup::create();
+    let mut agent = Agent::new();
+    agent.memcg = Some(memcg.procs());
+    agent.daemon_args = vec!["--gc-interval".into(), "200ms".into()];
+    agent.start();
+
+    // Sockets of our own, so the node's figure has something to count.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut held = Vec::new();
+    for _ in 0..200 {
+        held.push(TcpStream::connect(addr).unwrap());
+        held.push(listener.accept().unwrap().0);
+    }
+    let at_least = ss_full_sockets();
+    assert!(at_least >= 401, "ss sees {at_least} TCP sockets");
+
+    let usage = memcg.usage();
+    let charged =
+        metric(&agent, "graceful_memory_cgroup_bytes").expect("graceful_memory_cgroup_bytes in /metrics");
+    assert!(
+        charged > 0.0 && charged < 2.0 * usage as f64,
+        "agent reports {charged} bytes charged, its cgroup holds {usage}"
+    );
+    let sockets = metric(&agent, "graceful_node_tcp_sockets").expect("graceful_node_tcp_sockets in /metrics");
+    assert!(
+        sockets >= at_least as f64,
+        "agent reports {sockets} TCP sockets on the node, ss sees {at_least} here alone"
+    );
+    assert!(
+        agent
+            .log_text()
+            .contains("the kernel charges it about 320 bytes for each TCP socket"),
+        "no budget line at start: {}",
+        agent.log_text()
+    );
+
+    // A limit it nearly fills: 91 %, over the 85 % it warns at.
+    let tight = usage * 110 / 100;
+    memcg.set_limit(tight);
+    wait_for(10, "the agent to warn that its memory cgroup is short", || {
+        agent
+            .log_text()
+            .contains("raise the agent's memory limit")
+            .then_some(())
+    });
+    assert_eq!(
+        metric(&agent, "graceful_memory_cgroup_limit_bytes"),
+        Some(memcg.limit() as f64)
+    );
+
+    // Room again: it says so, once.
+    let roomy = usage * 4;
+    memcg.set_limit(roomy);
+    wait_for(10, "the agent to see room in its memory cgroup again", || {
+        agent
+            .log_text()
+            .contains("memory cgroup back under 85 % of its limit")
+            .then_some(())
+    });
+    assert_eq!(
+        metric(&agent, "graceful_memory_cgroup_limit_bytes"),
+        Some(memcg.limit() as f64)
+    );
+    let warnings = agent.log_text().matches("raise the agent's memory limit").count();
+    assert_eq!(
+        warnings,
+        1,
+        "one warning while short, not one per check: {}",
+        agent.log_text()
+    );
+
+    drop(held);
+}
