@@ -11,7 +11,10 @@
 //! its limit); the agent's own next allocation then fails, and the agent
 //! is OOM-killed. [`Budget`] tells before that happens.
 
-use std::path::{Path, PathBuf};
+use std::{
+    path::{Path, PathBuf},
+    sync::OnceLock,
+};
 
 /// Kernel memory charged per tracked TCP socket, rounded up from the
 /// memory bench's 313 bytes.
@@ -34,20 +37,18 @@ pub struct Budget {
 
 impl Budget {
     /// The calling process's budget; `None` if its memory cgroup cannot be
-    /// read (no memory controller, or a cgroup namespace that hides it).
+    /// found or read (no memory controller).
     pub fn own() -> Option<Self> {
-        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-        let cgroups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-        let Own { mount, dir, v2 } = own_dir(&mountinfo, &cgroups)?;
-        let (usage, limit) = if v2 {
+        let Own { mount, dir, v2 } = own()?;
+        let (usage, limit) = if *v2 {
             (
                 read_u64(&dir.join("memory.current"))?,
-                tightest(&mount, &dir, "memory.max"),
+                tightest(mount, dir, "memory.max"),
             )
         } else {
             (
                 read_u64(&dir.join("memory.usage_in_bytes"))?,
-                tightest(&mount, &dir, "memory.limit_in_bytes"),
+                tightest(mount, dir, "memory.limit_in_bytes"),
             )
         };
         let tcp_sockets = std::fs::read_to_string("/proc/net/sockstat")
@@ -101,12 +102,11 @@ struct Own {
     v2: bool,
 }
 
-/// The calling process's memory cgroup: in the v1 memory hierarchy if
-/// there is one (where memory is accounted on a hybrid host), else on the
-/// cgroup2 mount.
-fn own_dir(mountinfo: &str, cgroups: &str) -> Option<Own> {
-    let mut v1_mount = None;
-    let mut v2_mount = None;
+/// The hierarchy where memory is accounted, from a mountinfo text: the v1
+/// memory hierarchy if there is one (a hybrid host), else the cgroup2
+/// mount ([`crate::cgroupfs::parse_mountinfo`]'s). Returns its mount point
+/// and whether it is v2.
+pub fn memory_hierarchy(mountinfo: &str) -> Option<(PathBuf, bool)> {
     for line in mountinfo.lines() {
         let Some((left, right)) = line.split_once(" - ") else {
             continue;
@@ -114,21 +114,75 @@ fn own_dir(mountinfo: &str, cgroups: &str) -> Option<Own> {
         let mut r = right.split_whitespace();
         let (fstype, options) = (r.next(), r.nth(1));
         let fields: Vec<&str> = left.split_whitespace().collect();
-        // A mount of the hierarchy's root only: a sub-tree's paths differ.
-        if fields.len() < 5 || fields[3] != "/" {
-            continue;
-        }
-        let mount = PathBuf::from(fields[4].replace("\\040", " "));
-        match fstype {
-            Some("cgroup") if options.is_some_and(|o| o.split(',').any(|x| x == "memory")) => {
-                v1_mount.get_or_insert(mount);
-            }
-            Some("cgroup2") => {
-                v2_mount.get_or_insert(mount);
-            }
-            _ => {}
+        // The hierarchy's root, not a sub-tree mounted elsewhere.
+        if fstype == Some("cgroup")
+            && options.is_some_and(|o| o.split(',').any(|x| x == "memory"))
+            && fields.len() >= 5
+            && fields[3] == "/"
+        {
+            return Some((PathBuf::from(fields[4].replace("\\040", " ")), false));
         }
     }
+    crate::cgroupfs::parse_mountinfo(mountinfo).map(|m| (m, true))
+}
+
+/// The calling process's memory cgroup, found once: a process does not
+/// change cgroups, and the search below may walk the tree.
+fn own() -> Option<&'static Own> {
+    static OWN: OnceLock<Option<Own>> = OnceLock::new();
+    OWN.get_or_init(|| {
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+        let cgroups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+        let own = own_dir(&mountinfo, &cgroups)?;
+        let pid = std::process::id();
+        if lists(&own.dir, pid) {
+            return Some(own);
+        }
+        // In a private cgroup namespace (a pod's default on cgroup v2)
+        // /proc/self/cgroup says `/`, while the tree the DaemonSet mounts
+        // is the host's: find the cgroup that lists this process.
+        let dir = find_by_pid(&own.mount, pid)?;
+        Some(Own { dir, ..own })
+    })
+    .as_ref()
+}
+
+/// Whether `dir`'s cgroup.procs lists `pid`.
+fn lists(dir: &Path, pid: u32) -> bool {
+    std::fs::read_to_string(dir.join("cgroup.procs"))
+        .is_ok_and(|procs| procs.lines().any(|l| l.trim().parse() == Ok(pid)))
+}
+
+/// The cgroup under `mount` whose cgroup.procs lists `pid`, depth first.
+/// A node has hundreds to a few thousand cgroups; the walk stops at 100,000.
+fn find_by_pid(mount: &Path, pid: u32) -> Option<PathBuf> {
+    let mut stack = vec![mount.to_path_buf()];
+    let mut seen = 0;
+    while let Some(dir) = stack.pop() {
+        seen += 1;
+        if seen > 100_000 {
+            return None;
+        }
+        if lists(&dir, pid) {
+            return Some(dir);
+        }
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        stack.extend(
+            entries
+                .flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| e.path()),
+        );
+    }
+    None
+}
+
+/// The calling process's memory cgroup, on [`memory_hierarchy`], as
+/// /proc/self/cgroup names it.
+fn own_dir(mountinfo: &str, cgroups: &str) -> Option<Own> {
+    let (mount, v2) = memory_hierarchy(mountinfo)?;
     // /proc/self/cgroup: `hierarchy-id:controllers:path`.
     let path_of = |pred: &dyn Fn(&str, &str) -> bool| {
         cgroups.lines().find_map(|l| {
@@ -137,20 +191,15 @@ fn own_dir(mountinfo: &str, cgroups: &str) -> Option<Own> {
             pred(id, ctrl).then(|| path.trim_start_matches('/').to_string())
         })
     };
-    if let Some(m) = v1_mount {
-        let p = path_of(&|_, ctrl| ctrl.split(',').any(|c| c == "memory"))?;
-        return Some(Own {
-            dir: m.join(p),
-            mount: m,
-            v2: false,
-        });
-    }
-    let p = path_of(&|id, ctrl| id == "0" && ctrl.is_empty())?;
-    let mount = v2_mount?;
+    let path = if v2 {
+        path_of(&|id, ctrl| id == "0" && ctrl.is_empty())?
+    } else {
+        path_of(&|_, ctrl| ctrl.split(',').any(|c| c == "memory"))?
+    };
     Some(Own {
-        dir: mount.join(p),
+        dir: mount.join(path),
         mount,
-        v2: true,
+        v2,
     })
 }
 
@@ -253,6 +302,22 @@ mod tests {
         std::fs::write(leaf.join("memory.max"), "max\n").unwrap();
         assert_eq!(tightest(&mount, &leaf, "memory.max"), Some(268435456));
         std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn finds_the_cgroup_that_lists_a_pid_when_the_path_does_not_lead_there() {
+        let mount = std::env::temp_dir().join(format!("graceful-memcg-find-{}", std::process::id()));
+        let pod = mount.join("kubepods.slice/pod-a/ctr-1");
+        let other = mount.join("kubepods.slice/pod-b/ctr-2");
+        std::fs::create_dir_all(&pod).unwrap();
+        std::fs::create_dir_all(&other).unwrap();
+        std::fs::write(mount.join("cgroup.procs"), "1\n2\n").unwrap();
+        std::fs::write(other.join("cgroup.procs"), "4242\n").unwrap();
+        std::fs::write(pod.join("cgroup.procs"), "77\n4243\n").unwrap();
+        assert!(!lists(&mount, 4243));
+        assert_eq!(find_by_pid(&mount, 4243), Some(pod));
+        assert_eq!(find_by_pid(&mount, 5), None);
+        std::fs::remove_dir_all(&mount).unwrap();
     }
 
     #[test]
