@@ -85,35 +85,21 @@ impl Drop for MemCgroup {
     }
 }
 
-/// Where to make it, and whether that is cgroup v2.
+/// Where to make it, and whether that is cgroup v2: where the agent looks
+/// for its own.
 fn root() -> (PathBuf, bool) {
     let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    let mut v2 = None;
-    for line in info.lines() {
-        let Some((left, right)) = line.split_once(" - ") else {
-            continue;
-        };
-        let mut r = right.split_whitespace();
-        let (fstype, options) = (r.next(), r.nth(1));
-        let mount = PathBuf::from(left.split_whitespace().nth(4).unwrap());
-        match fstype {
-            Some("cgroup") if options.is_some_and(|o| o.split(',').any(|x| x == "memory")) => {
-                return (mount, false);
-            }
-            Some("cgroup2") => {
-                v2.get_or_insert(mount);
-            }
-            _ => {}
+    let (mount, v2) =
+        graceful::memcg::memory_hierarchy(&info).expect("no cgroup mount with a memory controller");
+    if v2 {
+        let controllers = std::fs::read_to_string(mount.join("cgroup.subtree_control")).unwrap_or_default();
+        if !controllers.split_whitespace().any(|c| c == "memory") {
+            // A test machine's own root (the qemu guests): hand memory down.
+            std::fs::write(mount.join("cgroup.subtree_control"), "+memory")
+                .unwrap_or_else(|e| panic!("enable the memory controller under {}: {e}", mount.display()));
         }
     }
-    let mount = v2.expect("no cgroup mount with a memory controller");
-    let controllers = std::fs::read_to_string(mount.join("cgroup.subtree_control")).unwrap_or_default();
-    if !controllers.split_whitespace().any(|c| c == "memory") {
-        // A test machine's own root (the qemu guests): hand memory down.
-        std::fs::write(mount.join("cgroup.subtree_control"), "+memory")
-            .unwrap_or_else(|e| panic!("enable the memory controller under {}: {e}", mount.display()));
-    }
-    (mount, true)
+    (mount, v2)
 }
 
 /// Moves the calling process into the cgroup whose `cgroup.procs` is

@@ -223,16 +223,7 @@ async fn serve(
     });
     start_api(&args.api_addr, api_socket, api).await;
     info!("ready");
-    let mut short = false;
-    if let Some(b) = Budget::own() {
-        info!(
-            usage_bytes = b.usage,
-            limit_bytes = b.limit,
-            tcp_sockets = b.tcp_sockets,
-            "{}",
-            b.describe()
-        );
-    }
+    let mut short = None;
     check_budget(&mut short);
     let mut gc = tokio::time::interval(args.gc_interval);
     gc.tick().await;
@@ -270,29 +261,33 @@ async fn serve(
     Ok(())
 }
 
-/// Warns once when the agent's memory cgroup gets short (see `memcg`):
-/// the kernel charges it for every socket on the node, and past its limit
-/// the agent is OOM-killed. Says so again when it is no longer short.
-fn check_budget(was_short: &mut bool) {
+/// Logs the agent's memory budget on the first call, then warns once when
+/// its memory cgroup gets short (see `memcg`): the kernel charges it for
+/// every socket on the node, and past its limit the agent is OOM-killed.
+/// Says so again when it is no longer short. `was_short`: None before the
+/// first call.
+fn check_budget(was_short: &mut Option<bool>) {
     let Some(b) = Budget::own() else { return };
     let short = b.is_short();
-    if short && !*was_short {
-        warn!(
-            usage_bytes = b.usage,
-            limit_bytes = b.limit,
-            tcp_sockets = b.tcp_sockets,
+    let (usage_bytes, limit_bytes, tcp_sockets) = (b.usage, b.limit, b.tcp_sockets);
+    match (*was_short, short) {
+        (None | Some(false), true) => warn!(
+            usage_bytes,
+            limit_bytes,
+            tcp_sockets,
             "{}: raise the agent's memory limit (deploy/base/daemonset.yaml), or the kernel will OOM-kill it as the node's sockets grow",
             b.describe()
-        );
-    } else if !short && *was_short {
-        info!(
-            usage_bytes = b.usage,
-            limit_bytes = b.limit,
+        ),
+        (None, false) => info!(usage_bytes, limit_bytes, tcp_sockets, "{}", b.describe()),
+        (Some(true), false) => info!(
+            usage_bytes,
+            limit_bytes,
             "memory cgroup back under {} % of its limit",
             memcg::SHORT_PCT
-        );
+        ),
+        (Some(_), _) => {}
     }
-    *was_short = short;
+    *was_short = Some(short);
 }
 
 /// Binds the local API's listeners. An address or socket that cannot be

@@ -548,15 +548,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         inside.runs_per_conn(),
         inside.us_per_conn()
     );
-    // The stats' clock reads inflate `inside`, so this is a lower bound.
     println!(
-        "      of the {:.2} µs more CPU per connection above, at least {:.2} µs is outside the programs: dispatching",
-        extra.median,
-        extra.median - inside.us_per_conn()
+        "      the rest of the extra CPU is outside the programs: their dispatch, and each socket's storage"
     );
-    println!(
-        "      them, and creating, cloning and freeing each socket's storage (the ratio's noise applies)"
-    );
+    println!("      created, cloned and freed; `cargo xtask bench churn-cost` splits it all by kernel path");
     if errors > 0 {
         println!("note: {errors} connect() calls failed in total (port exhaustion?)");
     }
