@@ -22,14 +22,14 @@ fn metric(agent: &Agent, series: &str) -> Option<f64> {
     None
 }
 
-/// TCP sockets on the node that are not TIME_WAIT minisockets, by `ss`:
-/// at most what the agent may report (other namespaces add to its figure).
-fn ss_full_sockets() -> u64 {
-    let out = std::process::Command::new("ss").args(["-tanH"]).output().unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| !l.starts_with("TIME-WAIT"))
-        .count() as u64
+/// Our own sockets that `ss` lists on the port, listener included: those
+/// the node's figure must hold whatever else opens and closes meanwhile.
+fn ss_sockets_on(port: u16) -> u64 {
+    let out = std::process::Command::new("ss")
+        .args(["-tanH", &format!("( sport = :{port} or dport = :{port} )")])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).lines().count() as u64
 }
 
 #[test]
@@ -50,8 +50,11 @@ fn the_agent_reports_its_memory_cgroup_and_warns_before_its_limit() {
         held.push(TcpStream::connect(addr).unwrap());
         held.push(listener.accept().unwrap().0);
     }
-    let at_least = ss_full_sockets();
-    assert!(at_least >= 401, "ss sees {at_least} TCP sockets");
+    let ours = ss_sockets_on(addr.port());
+    assert_eq!(
+        ours, 401,
+        "ss lists our 200 connections' 400 ends and the listener"
+    );
 
     let usage = memcg.usage();
     let charged =
@@ -62,8 +65,8 @@ fn the_agent_reports_its_memory_cgroup_and_warns_before_its_limit() {
     );
     let sockets = metric(&agent, "graceful_node_tcp_sockets").expect("graceful_node_tcp_sockets in /metrics");
     assert!(
-        sockets >= at_least as f64,
-        "agent reports {sockets} TCP sockets on the node, ss sees {at_least} here alone"
+        sockets >= ours as f64,
+        "agent reports {sockets} TCP sockets on the node, ss lists {ours} of this test's alone"
     );
     assert!(
         agent
