@@ -42,8 +42,8 @@ pub struct Agent {
     pub gate_dir: Option<PathBuf>,
     /// More arguments for `graceful daemon` (`--kubeconfig`, `--node-name`, ...).
     pub daemon_args: Vec<String>,
-    /// `cgroup.procs` of a memory cgroup to start the daemon in (see [`crate::memcg`]).
-    pub memcg: Option<std::ffi::CString>,
+    /// A cgroup to start the daemon in (a memory cgroup, see [`crate::memcg`]).
+    pub cgroup: Option<PathBuf>,
     child: Option<Child>,
 }
 
@@ -123,7 +123,7 @@ impl Agent {
             log: std::env::temp_dir().join(format!("{name}.log")),
             gate_dir: None,
             daemon_args: Vec::new(),
-            memcg: None,
+            cgroup: None,
             child: None,
         }
     }
@@ -185,13 +185,8 @@ impl Agent {
         }
         args.extend(self.daemon_args.iter().cloned());
         let mut cmd = Command::new(graceful_bin());
-        if let Some(procs) = self.memcg.clone() {
-            // SAFETY: join_self makes only async-signal-safe calls.
-            unsafe {
-                std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
-                    crate::memcg::join_self(&procs)
-                })
-            };
+        if let Some(cg) = &self.cgroup {
+            crate::cgroup::start_in(&mut cmd, cg);
         }
         let child = cmd
             .args(&args)

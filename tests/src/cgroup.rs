@@ -1,8 +1,10 @@
 //! Real cgroup v2 directories, removed (with everything in them) on drop.
 
 use std::{
-    os::unix::fs::MetadataExt,
+    fs::OpenOptions,
+    os::{fd::AsRawFd as _, unix::fs::MetadataExt, unix::process::CommandExt as _},
     path::{Path, PathBuf},
+    process::Command,
 };
 
 /// The cgroup2 mount, from /proc/self/mountinfo.
@@ -87,5 +89,25 @@ impl Drop for Cgroup {
                 std::thread::sleep(std::time::Duration::from_millis(10));
             }
         }
+    }
+}
+
+/// Makes `cmd`'s process join the cgroup `dir` (v1 or v2) between fork and
+/// exec, before it runs a line of its own. The file is opened here; the
+/// child only writes "0" (itself) to it.
+pub fn start_in(cmd: &mut Command, dir: &Path) {
+    let procs = dir.join("cgroup.procs");
+    let file = OpenOptions::new()
+        .write(true)
+        .open(&procs)
+        .unwrap_or_else(|e| panic!("open {}: {e}", procs.display()));
+    // SAFETY: the closure only calls write(2), which is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::write(file.as_raw_fd(), b"0".as_ptr().cast(), 1) != 1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
     }
 }

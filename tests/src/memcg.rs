@@ -2,10 +2,7 @@
 //! accounted there (a hybrid host such as this one), else cgroup v2 with
 //! the memory controller handed down from its root. Removed on drop.
 
-use std::{
-    ffi::CString,
-    path::{Path, PathBuf},
-};
+use std::path::{Path, PathBuf};
 
 pub struct MemCgroup {
     dir: PathBuf,
@@ -22,17 +19,6 @@ impl MemCgroup {
 
     pub fn dir(&self) -> &Path {
         &self.dir
-    }
-
-    /// Its `cgroup.procs`, for a child to join before exec.
-    pub fn procs(&self) -> CString {
-        CString::new(
-            self.dir
-                .join("cgroup.procs")
-                .into_os_string()
-                .into_encoded_bytes(),
-        )
-        .unwrap()
     }
 
     /// Bytes charged now.
@@ -100,23 +86,4 @@ fn root() -> (PathBuf, bool) {
         }
     }
     (mount, v2)
-}
-
-/// Moves the calling process into the cgroup whose `cgroup.procs` is
-/// `procs`; for `pre_exec` (async-signal-safe calls only).
-pub fn join_self(procs: &CString) -> std::io::Result<()> {
-    // SAFETY: open/write/close on a valid C string and a static buffer.
-    unsafe {
-        let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        let n = libc::write(fd, b"0".as_ptr().cast(), 1);
-        let err = std::io::Error::last_os_error();
-        libc::close(fd);
-        if n != 1 {
-            return Err(err);
-        }
-    }
-    Ok(())
 }

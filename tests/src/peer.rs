@@ -131,7 +131,6 @@ pub fn addr(ip: &str, port: u16) -> String {
 /// Makes `cmd` start inside `cg` (and `ns`), before it runs a line of its
 /// own, and die with the test process.
 pub fn place(cmd: &mut Command, cg: &Cgroup, ns: Option<&NetNs>) {
-    let procs = std::ffi::CString::new(cg.dir().join("cgroup.procs").as_os_str().as_encoded_bytes()).unwrap();
     let ns_fd = ns.map(|n| n.fd());
     // SAFETY: only async-signal-safe calls between fork and exec.
     unsafe {
@@ -141,19 +140,11 @@ pub fn place(cmd: &mut Command, cg: &Cgroup, ns: Option<&NetNs>) {
                     return Err(std::io::Error::last_os_error());
                 }
             }
-            let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
-            if fd < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            let ok = libc::write(fd, b"0".as_ptr().cast(), 1) == 1;
-            libc::close(fd);
-            if !ok {
-                return Err(std::io::Error::last_os_error());
-            }
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
             Ok(())
         });
     }
+    crate::cgroup::start_in(cmd, cg.dir());
 }
 
 /// A server in `server` (listening on loopback) holding `n` connections

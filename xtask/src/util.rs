@@ -2,7 +2,9 @@
 
 use std::{
     ffi::OsStr,
+    fs::{File, OpenOptions},
     io::ErrorKind,
+    os::{fd::AsRawFd as _, unix::process::CommandExt as _},
     path::{Path, PathBuf},
     process::{Command, ExitStatus, Stdio},
 };
@@ -163,4 +165,27 @@ pub fn home() -> anyhow::Result<PathBuf> {
     std::env::var_os("HOME")
         .map(PathBuf::from)
         .context("HOME is not set: it locates ~/.local/share/graceful")
+}
+
+/// Makes `cmd`'s process join `cgroup` (v1 or v2) between fork and exec,
+/// so everything it does (listen, connect, allocate) already belongs to
+/// that cgroup. The file is opened here; the child only writes "0"
+/// (itself) to it.
+pub fn spawn_into(cmd: &mut Command, cgroup: &Path) -> anyhow::Result<()> {
+    let procs = cgroup.join("cgroup.procs");
+    let file: File = OpenOptions::new()
+        .write(true)
+        .open(&procs)
+        .with_context(|| format!("cannot open {}", procs.display()))?;
+    // SAFETY: the closure only calls write(2), which is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            let fd = file.as_raw_fd();
+            if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    Ok(())
 }

@@ -38,7 +38,7 @@ fn the_agent_reports_its_memory_cgroup_and_warns_before_its_limit() {
     // Declared before the agent, so removed after it has stopped.
     let memcg = MemCgroup::create();
     let mut agent = Agent::new();
-    agent.memcg = Some(memcg.procs());
+    agent.cgroup = Some(memcg.dir().to_path_buf());
     agent.daemon_args = vec!["--gc-interval".into(), "200ms".into()];
     agent.start();
 

@@ -3,9 +3,7 @@
 //! runs `graceful uninstall`, so the programs never stay attached.
 
 use std::{
-    ffi::CString,
     io::{BufRead as _, BufReader},
-    os::unix::process::CommandExt as _,
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     sync::mpsc::{self, Receiver, RecvTimeoutError},
@@ -27,8 +25,8 @@ pub struct Agent {
     repair_interval: Option<String>,
     /// Durations of the running agent's repair passes, in ms, as it logs them.
     repairs: Option<Receiver<f64>>,
-    /// `cgroup.procs` of a memory cgroup to start the agent in.
-    memcg: Option<CString>,
+    /// A cgroup (the bench's memory cgroup) to start the agent in.
+    cgroup: Option<PathBuf>,
 }
 
 /// What one start-up took.
@@ -64,7 +62,7 @@ impl Agent {
             child: None,
             repair_interval: None,
             repairs: None,
-            memcg: None,
+            cgroup: None,
         };
         if pins.exists() {
             eprintln!(
@@ -82,10 +80,10 @@ impl Agent {
         cmd
     }
 
-    /// Starts the agent in the memory cgroup whose `cgroup.procs` is
-    /// `procs`, from before its first allocation (see `memcg.rs`).
-    pub fn in_memcg(&mut self, procs: CString) {
-        self.memcg = Some(procs);
+    /// Starts the agent in `cgroup`, from before its first allocation
+    /// (see `memcg.rs`).
+    pub fn in_cgroup(&mut self, cgroup: &Path) {
+        self.cgroup = Some(cgroup.to_path_buf());
     }
 
     /// Runs the agent's repair pass every `interval` (a duration such as
@@ -122,9 +120,8 @@ impl Agent {
             cmd.args(["--repair-interval", every])
                 .env("RUST_LOG", "info,graceful::adopt::repair=debug");
         }
-        if let Some(procs) = self.memcg.clone() {
-            // SAFETY: join_self makes only async-signal-safe calls.
-            unsafe { cmd.pre_exec(move || super::memcg::join_self(&procs)) };
+        if let Some(cg) = &self.cgroup {
+            crate::util::spawn_into(&mut cmd, cg)?;
         }
         let mut child = cmd
             .stdin(Stdio::null())

@@ -7,10 +7,7 @@
 //! memory hierarchy (this machine's hybrid layout). Removed on drop, once
 //! the agent is stopped.
 
-use std::{
-    ffi::CString,
-    path::{Path, PathBuf},
-};
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context as _};
 
@@ -38,18 +35,6 @@ impl AgentMemcg {
 
     pub fn dir(&self) -> &Path {
         &self.dir
-    }
-
-    /// `cgroup.procs` as a C string, for a child to move itself in before
-    /// exec (see [`join_self`]).
-    pub fn procs(&self) -> CString {
-        CString::new(
-            self.dir
-                .join("cgroup.procs")
-                .into_os_string()
-                .into_encoded_bytes(),
-        )
-        .expect("no NUL in a path we built")
     }
 
     /// Everything charged to the cgroup, in bytes: the agent's memory and
@@ -106,26 +91,6 @@ impl Drop for AgentMemcg {
             eprintln!("cleanup: cannot remove {}: {e}", self.dir.display());
         }
     }
-}
-
-/// Moves the calling process into the cgroup whose `cgroup.procs` is
-/// `procs`. For `pre_exec`: only async-signal-safe calls.
-pub fn join_self(procs: &CString) -> std::io::Result<()> {
-    // SAFETY: open/write/close on a valid C string and a stack buffer.
-    unsafe {
-        let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // Writing 0 moves the writer.
-        let n = libc::write(fd, b"0".as_ptr().cast(), 1);
-        let err = std::io::Error::last_os_error();
-        libc::close(fd);
-        if n != 1 {
-            return Err(err);
-        }
-    }
-    Ok(())
 }
 
 /// Where a memory cgroup can be made: the cgroup2 root if it hands the

@@ -20,9 +20,7 @@
 
 use std::{
     collections::BTreeMap,
-    ffi::CString,
     io::{BufRead as _, BufReader},
-    os::unix::{ffi::OsStrExt as _, process::CommandExt as _},
     path::PathBuf,
     process::{Child, ChildStdin, Command, Stdio},
     time::{Duration, Instant},
@@ -101,7 +99,6 @@ fn worker_addr(i: usize) -> String {
 }
 
 fn spawn_worker(dir: &std::path::Path, addr: &str, connections: usize) -> anyhow::Result<Child> {
-    let procs = CString::new(dir.join("cgroup.procs").as_os_str().as_bytes())?;
     // This very binary, even if a rebuild has replaced it on disk since.
     let mut cmd = Command::new("/proc/self/exe");
     cmd.args(["bench", "memory-worker", "--listen", addr, "--connections"])
@@ -109,24 +106,7 @@ fn spawn_worker(dir: &std::path::Path, addr: &str, connections: usize) -> anyhow
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
-    // SAFETY: between fork and exec the closure only makes raw syscalls
-    // (open, write, close) on memory prepared before the fork.
-    unsafe {
-        cmd.pre_exec(move || {
-            // Writing "0" to cgroup.procs moves the writing process.
-            let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-            if fd < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            let r = libc::write(fd, b"0".as_ptr().cast(), 1);
-            let err = std::io::Error::last_os_error();
-            libc::close(fd);
-            if r != 1 {
-                return Err(err);
-            }
-            Ok(())
-        });
-    }
+    crate::util::spawn_into(&mut cmd, dir)?;
     cmd.spawn()
         .with_context(|| format!("start a worker in {}", dir.display()))
 }
@@ -363,7 +343,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let memcg = AgentMemcg::create()?;
     let mut agent = Agent::new(&bin, &args.pin_dir)?;
     agent.repair_every("1s");
-    agent.in_memcg(memcg.procs());
+    agent.in_cgroup(memcg.dir());
     let cg = Cgroups::create(PREFIX, ncg)?;
     let mut workers = Workers { children: Vec::new() };
 

@@ -1,10 +1,8 @@
 //! The demo's cgroups: created under the cgroup2 mount, removed again.
 
 use std::{
-    fs::{self, File, OpenOptions},
-    os::{fd::AsRawFd, unix::process::CommandExt},
+    fs,
     path::{Path, PathBuf},
-    process::Command,
     time::{Duration, Instant},
 };
 
@@ -76,26 +74,4 @@ impl Created {
         }
         lines
     }
-}
-
-/// Makes `cmd`'s process join `cgroup` between fork and exec, so everything
-/// it does (listen, connect) already belongs to that cgroup. The file is
-/// opened here; the child only writes "0" (itself) to it.
-pub fn spawn_into(cmd: &mut Command, cgroup: &Path) -> anyhow::Result<()> {
-    let procs = cgroup.join("cgroup.procs");
-    let file: File = OpenOptions::new()
-        .write(true)
-        .open(&procs)
-        .with_context(|| format!("cannot open {}", procs.display()))?;
-    // SAFETY: the closure only calls write(2), which is async-signal-safe.
-    unsafe {
-        cmd.pre_exec(move || {
-            let fd = file.as_raw_fd();
-            if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    Ok(())
 }
