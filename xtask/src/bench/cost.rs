@@ -128,7 +128,7 @@ const PATHS: &[KernelPath] = &[
 ];
 
 /// Inclusive ("children") share of every sampled symbol, in percent of
-/// all samples, and the idle share.
+/// all samples; the idle share is `do_idle`'s.
 struct Profile {
     children: HashMap<String, f64>,
 }
