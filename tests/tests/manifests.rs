@@ -562,6 +562,36 @@ fn the_agent_daemonset_has_what_it_needs_and_no_more() {
         assert_eq!(m.read_only.unwrap_or(false), ro, "{at} read-only");
     }
 
+    // The API socket needs a writable directory: with a read-only root
+    // filesystem the agent cannot create it, goes on without the socket, and
+    // `kubectl exec ds/graceful -- /graceful drains` finds no agent.
+    let daemon_args = c.args.clone().unwrap_or_default();
+    let socket = daemon_args
+        .iter()
+        .position(|a| a == "--api-socket")
+        .and_then(|i| daemon_args.get(i + 1).cloned())
+        .unwrap_or_else(|| graceful::api::DEFAULT_SOCKET.to_string());
+    let socket_dir = std::path::Path::new(&socket)
+        .parent()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    if sc.read_only_root_filesystem == Some(true) {
+        let m = c
+            .volume_mounts
+            .iter()
+            .flatten()
+            .find(|m| m.mount_path == socket_dir)
+            .unwrap_or_else(|| panic!("the root filesystem is read-only and nothing writable is mounted at {socket_dir}, the API socket's directory"));
+        assert!(!m.read_only.unwrap_or(false), "{socket_dir} is mounted read-only");
+        let v = pod.volumes.iter().flatten().find(|v| v.name == m.name).unwrap();
+        assert!(
+            v.empty_dir.is_some(),
+            "the API socket's directory is the pod's own (an emptyDir), not a host path another agent could share"
+        );
+    }
+
     let env = c
         .env
         .iter()
