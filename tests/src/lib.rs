@@ -9,6 +9,7 @@ pub mod oracle;
 pub mod peer;
 pub mod pod;
 pub mod rollout;
+pub mod stand_in;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
