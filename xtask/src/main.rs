@@ -6,13 +6,17 @@
 //! - `rollout`: a rolling replacement behind a real load balancer, three ways.
 //! - `bench`: benchmarks.
 //! - `vm-test`: the integration tests in qemu, on other kernels.
+//! - `cluster`: a real Kubernetes node on this machine (up, down, status).
 //! - `docs`: regenerate docs/cli.md from the CLI's definitions.
 
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod cluster;
+mod debian;
 mod demo;
 mod docs;
+mod mounts;
 mod rollout;
 mod setup;
 mod test;
@@ -55,8 +59,14 @@ enum Command {
     },
     /// Run the integration tests in qemu on Debian's newest 6.1 and 6.12 kernels and on this kernel.
     VmTest(vm::Args),
+    /// A real Kubernetes node on this machine (built from Debian's archive), with graceful's
+    /// DaemonSet on it: `cargo xtask cluster up | down | status` (as root).
+    Cluster(cluster::Args),
     /// Regenerate docs/cli.md (the command reference) from the CLI's own definitions.
     Docs,
+    /// The host's door to the cluster's API server (started by `cluster up` itself).
+    #[command(name = "__cluster-forward", hide = true)]
+    ClusterForward(cluster::forward::Args),
     /// The demo's client process (started by `demo` itself).
     #[command(name = "__demo-client", hide = true)]
     DemoClient(demo::client::Args),
@@ -71,6 +81,8 @@ fn main() {
         Command::Rollout { args } => rollout::run(&args),
         Command::Bench { cmd } => bench::run(cmd).map(|_| 0),
         Command::VmTest(args) => vm::run(args),
+        Command::Cluster(args) => cluster::run(args),
+        Command::ClusterForward(args) => cluster::forward::run(args).map(|_| 0),
         Command::Docs => docs::run_docs().map(|_| 0),
         Command::DemoClient(args) => demo::client::run(args).map(|_| 0),
     };

@@ -37,6 +37,13 @@ const APT: &[&[&str]] = &[
     &["xz-utils"],                     // unpacks the compressed modules of Debian 6.12 kernels (vm-test)
     &["musl-tools"],                   // musl-gcc: ring (rustls) compiles C for the static builds
     &["kubernetes-client", "kubectl"], // kubectl kustomize, offline, for the manifest tests
+    // The test node of `cargo xtask cluster` (its Kubernetes is built from source):
+    &["etcd-server"],                 // the API server's store
+    &["containerd"],                  // the CRI runtime, with ctr to import images
+    &["runc"],                        // containerd's OCI runtime
+    &["containernetworking-plugins"], // bridge, host-local, portmap, loopback
+    &["iptables"],                    // kube-proxy's iptables mode, the CNI's masquerade
+    &["openssl"],                     // the cluster's certificates
 ];
 
 fn line(status: &str, what: &str, detail: impl AsRef<str>) {

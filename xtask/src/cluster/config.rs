@@ -1,0 +1,126 @@
+//! The node's configuration files, in `target/cluster/etc`.
+
+use std::path::PathBuf;
+
+use super::{build::Kube, images, pki, Paths, NODE_IP, POD_CIDR};
+
+pub fn containerd(paths: &Paths) -> PathBuf {
+    paths.etc().join("containerd.toml")
+}
+pub fn cni_dir(paths: &Paths) -> PathBuf {
+    paths.etc().join("cni")
+}
+pub fn kubelet(paths: &Paths) -> PathBuf {
+    paths.etc().join("kubelet.yaml")
+}
+pub fn kube_proxy(paths: &Paths) -> PathBuf {
+    paths.etc().join("kube-proxy.yaml")
+}
+
+pub fn write(paths: &Paths, _kube: &Kube) -> anyhow::Result<()> {
+    let w = super::write_if_changed;
+    w(
+        &containerd(paths),
+        &format!(
+            r#"# containerd for the graceful test node (`cargo xtask cluster`).
+version = 2
+root = "{root}"
+state = "{run}/containerd"
+[grpc]
+  address = "{sock}"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "{pause}"
+  # Root here lacks CAP_SYS_RESOURCE: without this, runc fails to raise
+  # /proc/self/oom_score_adj and no pod sandbox starts.
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "{cni}"
+"#,
+            root = paths.containerd_root().display(),
+            run = paths.run().display(),
+            sock = paths.containerd_sock().display(),
+            pause = images::PAUSE,
+            cni = cni_dir(paths).display(),
+        ),
+    )?;
+    // A bridge in the node's namespace, the pods' gateway; masquerade for
+    // traffic leaving the pod range; hairpin so a pod reaches itself
+    // through a Service.
+    w(
+        &cni_dir(paths).join("10-graceful.conflist"),
+        &format!(
+            r#"{{
+  "cniVersion": "0.4.0",
+  "name": "graceful",
+  "plugins": [
+    {{
+      "type": "bridge",
+      "bridge": "cni0",
+      "isGateway": true,
+      "ipMasq": true,
+      "hairpinMode": true,
+      "ipam": {{
+        "type": "host-local",
+        "ranges": [[{{"subnet": "{POD_CIDR}"}}]],
+        "routes": [{{"dst": "0.0.0.0/0"}}]
+      }}
+    }},
+    {{"type": "portmap", "capabilities": {{"portMappings": true}}}}
+  ]
+}}
+"#
+        ),
+    )?;
+    let pki = paths.pki();
+    w(
+        &kubelet(paths),
+        &format!(
+            r#"apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+# v1.20 accepts this hybrid cgroup host with the cgroupfs driver.
+cgroupDriver: cgroupfs
+address: {NODE_IP}
+authentication:
+  anonymous: {{enabled: false}}
+  webhook: {{enabled: true}}
+  x509: {{clientCAFile: {pki}/ca.crt}}
+authorization:
+  mode: Webhook
+tlsCertFile: {pki}/kubelet.crt
+tlsPrivateKeyFile: {pki}/kubelet.key
+failSwapOn: false
+# A test node on a shared disk: never evict for disk, never collect images
+# (they cannot be pulled again: there is no registry).
+evictionHard: {{memory.available: "100Mi", nodefs.available: "1%", imagefs.available: "1%", nodefs.inodesFree: "1%"}}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+"#,
+            pki = pki.display()
+        ),
+    )?;
+    w(
+        &kube_proxy(paths),
+        &format!(
+            r#"apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {{kubeconfig: {kubeconfig}}}
+mode: iptables
+clusterCIDR: {POD_CIDR}
+bindAddress: {NODE_IP}
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+# conntrack's table sizes are the host's (they are not per namespace):
+# leave them as they are.
+conntrack: {{maxPerCore: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}}
+"#,
+            kubeconfig = pki::kubeconfig_path(paths, "kube-proxy").display()
+        ),
+    )?;
+    Ok(())
+}

@@ -1,0 +1,192 @@
+//! `cargo xtask cluster up | down | status`: a real Kubernetes node on this
+//! machine, built only from Debian's archive.
+//!
+//! - [`build`]: Kubernetes v1.20.2 from bookworm's source package, cached.
+//! - [`node`]: the node's network namespace, where every cluster process
+//!   runs, so kube-proxy's iptables rules, the CNI bridge and the pods'
+//!   veths live there and go away with it; the host's network is untouched.
+//!   The host reaches the API server through [`forward`] on loopback.
+//! - [`pki`]: a CA and the certificates of each component (TLS, RBAC on).
+//! - [`config`]: containerd's, the CNI's, the kubelet's and kube-proxy's.
+//! - [`daemons`]: etcd, the control plane, containerd, the kubelet and
+//!   kube-proxy, each a process in the cluster's own cgroup with a pidfile
+//!   and a log.
+//! - [`images`]: the images pods run, written as archives from the
+//!   project's own static binaries and Debian's, imported into containerd.
+//! - [`down`]: everything the cluster made, removed, also after a failed `up`.
+
+mod archive;
+pub mod build;
+mod config;
+mod daemons;
+mod deploy;
+mod down;
+mod footprint;
+pub mod forward;
+mod images;
+mod kubectl;
+mod node;
+mod pki;
+mod rootfs;
+mod status;
+
+use std::{
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+use anyhow::Context as _;
+
+use crate::util;
+
+/// The node's network namespace (`ip netns` name) and the node's name.
+pub const NETNS: &str = "graceful-node";
+pub const NODE_NAME: &str = "graceful-node";
+/// The node's address, on an interface of its own inside [`NETNS`]: the
+/// kubelet refuses a loopback node IP, and the API server advertises it.
+pub const NODE_IP: &str = "10.201.0.1";
+pub const POD_CIDR: &str = "10.202.0.0/24";
+pub const SERVICE_CIDR: &str = "10.203.0.0/24";
+/// The `kubernetes` Service's ClusterIP (the first of [`SERVICE_CIDR`]).
+pub const KUBERNETES_SERVICE_IP: &str = "10.203.0.1";
+pub const API_PORT: u16 = 6443;
+/// Where the host's kubectl reaches the API server ([`forward`]).
+pub const HOST_API: &str = "127.0.0.1:16443";
+/// State that must not live in the target directory: containerd's
+/// socket and state, and what `up` changed on the host for `down` to undo.
+pub const RUN_DIR: &str = "/run/graceful-cluster";
+/// The cgroup (under the cgroup2 root) of every process the cluster starts.
+pub const CGROUP: &str = "graceful-cluster";
+/// The pin directory of the DaemonSet's agent (its default).
+pub const AGENT_PINS: &str = "/sys/fs/bpf/graceful";
+/// The DaemonSet's gate directory on the host (its hostPath).
+pub const GATE_DIR: &str = "/var/run/graceful";
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Cmd {
+    /// Build (once) and start the node, import the images, deploy graceful's DaemonSet from
+    /// deploy/base; returns once the node is Ready and the agent is ready. Idempotent.
+    Up,
+    /// Stop and remove everything the cluster made: processes, mounts, cgroups, network
+    /// namespaces (with their iptables rules and bridge), pins and directories.
+    Down,
+    /// What runs, and whether the node and the agent are ready. Exit status 0 when all is up.
+    Status,
+}
+
+/// Where the cluster keeps its files: `target/cluster`.
+#[derive(Debug, Clone)]
+pub struct Paths {
+    pub root: PathBuf,
+}
+
+impl Paths {
+    pub fn new() -> Paths {
+        Paths {
+            root: util::target_dir().join("cluster"),
+        }
+    }
+    /// The admin kubeconfig for the host (through [`HOST_API`]).
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.root.join("kubeconfig")
+    }
+    pub fn pki(&self) -> PathBuf {
+        self.root.join("pki")
+    }
+    pub fn logs(&self) -> PathBuf {
+        self.root.join("logs")
+    }
+    pub fn etc(&self) -> PathBuf {
+        self.root.join("etc")
+    }
+    pub fn images(&self) -> PathBuf {
+        self.root.join("images")
+    }
+    pub fn etcd_data(&self) -> PathBuf {
+        self.root.join("etcd")
+    }
+    pub fn containerd_root(&self) -> PathBuf {
+        self.root.join("containerd")
+    }
+    pub fn run(&self) -> PathBuf {
+        PathBuf::from(RUN_DIR)
+    }
+    pub fn containerd_sock(&self) -> PathBuf {
+        self.run().join("containerd.sock")
+    }
+    pub fn pidfile(&self, name: &str) -> PathBuf {
+        self.run().join(format!("{name}.pid"))
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<i32> {
+    util::require_root("cargo xtask cluster")?;
+    let paths = Paths::new();
+    match args.cmd {
+        Cmd::Up => up(&paths).map(|_| 0),
+        Cmd::Down => down::run(&paths).map(|_| 0),
+        Cmd::Status => status::run(&paths),
+    }
+}
+
+/// Brings the node up (each step skips what already runs) and returns the
+/// kubeconfig's path.
+pub fn up(paths: &Paths) -> anyhow::Result<PathBuf> {
+    let t0 = Instant::now();
+    crate::setup::run()?;
+    let kube = build::ensure()?;
+    let bins = images::Binaries::build()?;
+
+    let result = (|| {
+        footprint::Footprint::record_once(paths)?;
+        node::ensure(paths)?;
+        pki::ensure(paths)?;
+        config::write(paths, &kube)?;
+        daemons::start_all(paths, &kube, &bins)?;
+        Ok::<_, anyhow::Error>(())
+    })();
+    if let Err(e) = result {
+        return Err(e.context(format!(
+            "the cluster did not come up; its logs are in {} (`cargo xtask cluster down` removes what it made)",
+            paths.logs().display()
+        )));
+    }
+    println!(
+        "==> the node is Ready and graceful's DaemonSet is ready ({:.0} s)\n    export KUBECONFIG={}",
+        t0.elapsed().as_secs_f64(),
+        paths.kubeconfig().display()
+    );
+    Ok(paths.kubeconfig())
+}
+
+/// Polls `f` every 200 ms until it returns `Some`, for at most `limit`.
+pub fn wait_for<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> anyhow::Result<T> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = f() {
+            return Ok(v);
+        }
+        if Instant::now() >= deadline {
+            anyhow::bail!("{what} within {} s", limit.as_secs());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Writes `text` to `path` if it differs; true if it changed.
+pub fn write_if_changed(path: &Path, text: &str) -> anyhow::Result<bool> {
+    if std::fs::read_to_string(path).ok().as_deref() == Some(text) {
+        return Ok(false);
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(true)
+}
