@@ -32,25 +32,58 @@ pub fn mount_point() -> Result<PathBuf, CgroupError> {
 /// wrong place.
 pub fn parse_mountinfo(text: &str) -> Option<PathBuf> {
     let mut fallback = None;
-    for line in text.lines() {
-        // id parent maj:min root mountpoint opts [optional...] - fstype source superopts
-        let Some((left, right)) = line.split_once(" - ") else {
-            continue;
-        };
-        if right.split_whitespace().next() != Some("cgroup2") {
-            continue;
+    for m in mounts(text).filter(|m| m.fstype == "cgroup2") {
+        if m.root == "/" {
+            return Some(m.mount_point);
         }
-        let fields: Vec<&str> = left.split_whitespace().collect();
-        if fields.len() < 5 {
-            continue;
-        }
-        let mount = PathBuf::from(unescape(fields[4]));
-        if fields[3] == "/" {
-            return Some(mount);
-        }
-        fallback.get_or_insert(mount);
+        fallback.get_or_insert(m.mount_point);
     }
     fallback
+}
+
+/// One line of a mountinfo text (proc(5)).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mount {
+    /// The mount's id, unique on the system: a mount namespace made as a
+    /// copy of another gets new mounts, with new ids.
+    pub id: u64,
+    /// `major:minor` of the filesystem, the `st_dev` of the files on it:
+    /// two mounts of one superblock (a bind mount, or the same bpffs seen
+    /// from two mount namespaces) have the same.
+    pub dev: String,
+    /// The directory of the filesystem mounted here (`/` unless a sub-tree).
+    pub root: String,
+    pub mount_point: PathBuf,
+    /// Propagation: `shared:N`, `master:N`, `propagate_from:N`,
+    /// `unbindable`; none for a private mount.
+    pub optional: Vec<String>,
+    pub fstype: String,
+}
+
+/// Every mount of a mountinfo text, in its order: a later mount on the same
+/// point covers the earlier ones. The crate's one mountinfo parser.
+pub fn mounts(text: &str) -> impl Iterator<Item = Mount> + '_ {
+    text.lines().filter_map(|line| {
+        // id parent maj:min root mountpoint opts [optional...] - fstype source superopts
+        let (left, right) = line.split_once(" - ")?;
+        let fields: Vec<&str> = left.split_whitespace().collect();
+        if fields.len() < 5 {
+            return None;
+        }
+        Some(Mount {
+            id: fields[0].parse().ok()?,
+            dev: fields[2].to_string(),
+            root: unescape(fields[3]),
+            mount_point: PathBuf::from(unescape(fields[4])),
+            optional: fields
+                .get(6..)
+                .unwrap_or_default()
+                .iter()
+                .map(|f| f.to_string())
+                .collect(),
+            fstype: right.split_whitespace().next()?.to_string(),
+        })
+    })
 }
 
 /// mountinfo escapes spaces, tabs, newlines and backslashes as octal.
@@ -166,6 +199,20 @@ mod tests {
         let text = "40 1 0:30 /kubepods /tmp/sub rw - cgroup2 cgroup2 rw\n\
                     41 1 0:30 / /sys/fs/cgroup\\040x rw - cgroup2 cgroup2 rw\n";
         assert_eq!(parse_mountinfo(text), Some(PathBuf::from("/sys/fs/cgroup x")));
+    }
+
+    #[test]
+    fn mounts_reads_dev_and_propagation() {
+        let text = "50 27 0:40 / /sys/fs/bpf rw,relatime master:12 propagate_from:3 - bpf bpf rw\n\
+                    51 27 0:41 / /mnt/b\\040pf rw - bpf none rw\n\
+                    no separator here\n";
+        let m: Vec<Mount> = mounts(text).collect();
+        assert_eq!(m.len(), 2);
+        assert_eq!((m[0].id, m[0].dev.as_str()), (50, "0:40"));
+        assert_eq!(m[0].optional, ["master:12", "propagate_from:3"]);
+        assert_eq!(m[0].fstype, "bpf");
+        assert_eq!(m[1].mount_point, PathBuf::from("/mnt/b pf"));
+        assert!(m[1].optional.is_empty());
     }
 
     #[test]

@@ -149,8 +149,14 @@ fn pin_err(what: impl Into<String>, e: impl std::fmt::Display) -> LoadError {
 
 /// Prepares the bpffs and the pin directory.
 pub fn prepare_pin_dir(pins: &PinDir) -> Result<(), LoadError> {
-    if pins.root().starts_with(BPFFS) {
-        bpffs::ensure_mounted(Path::new(BPFFS)).map_err(LoadError::Bpffs)?;
+    if pins.root().starts_with(BPFFS) && bpffs::ensure_mounted(Path::new(BPFFS)).map_err(LoadError::Bpffs)? {
+        // Counting works on it; only a restart loses what it counted.
+        let residence = bpffs::residence(pins.root());
+        if residence.loses_pins() {
+            warn!("{}", residence.describe());
+        } else {
+            info!(bpffs = BPFFS, "mounted the bpffs");
+        }
     }
     // Check before creating anything, so a wrong directory is left as it was.
     let parent = pins.root().parent().unwrap_or(Path::new("/"));

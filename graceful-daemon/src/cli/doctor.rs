@@ -1,14 +1,12 @@
 //! `graceful doctor`: can this node run graceful? Each problem is one line
 //! saying what to do; the exit status is non-zero if the agent cannot work.
 
-use std::path::Path;
-
 use crate::{
     bpf::{
-        bpffs,
+        bpffs::{self, Residence},
         btf::Btf,
         layout, loader,
-        paths::{PinDir, BPFFS},
+        paths::PinDir,
     },
     cgroupfs, kernel,
 };
@@ -118,10 +116,17 @@ pub fn run(pins: &PinDir, args: Args) -> anyhow::Result<i32> {
         Err(e) => r.line(Level::Fail, "cgroup2", e.to_string()),
     }
 
-    match bpffs::is_bpffs(Path::new(BPFFS)) {
-        Ok(true) => r.line(Level::Ok, "bpffs", format!("mounted at {BPFFS}")),
-        _ => r.line(Level::Warn, "bpffs", format!("not mounted at {BPFFS}: the daemon mounts it itself; in a pod, mount the host's {BPFFS} into the container")),
-    }
+    // The bpffs that holds the pin directory, and whether it outlives this
+    // container (see bpf::bpffs::residence).
+    let residence = bpffs::residence(pins.root());
+    let level = match &residence {
+        Residence::Uncontained { bpffs: Some(_) } => Level::Ok,
+        Residence::Uncontained { bpffs: None } => Level::Warn,
+        Residence::Host { propagated: true, .. } => Level::Ok,
+        Residence::Host { .. } => Level::Warn,
+        Residence::Own { .. } | Residence::Missing | Residence::NotBpffs { .. } => Level::Fail,
+    };
+    r.line(level, "bpffs", residence.describe());
 
     match layout::check(pins) {
         Ok(layout::PinState::Empty) => r.line(
