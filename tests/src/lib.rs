@@ -3,6 +3,7 @@
 //! The tests themselves are in `tests/kernel/`.
 pub mod agent;
 pub mod cgroup;
+pub mod cluster;
 pub mod memcg;
 pub mod netns;
 pub mod oracle;

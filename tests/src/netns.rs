@@ -6,7 +6,11 @@ use crate::sh;
 
 pub struct NetNs {
     pub name: String,
+    /// The file that names it: `/run/netns/NAME`, or `/proc/PID/ns/net`.
+    path: String,
     file: File,
+    /// Made by this handle, and deleted when it drops.
+    owned: bool,
 }
 
 impl NetNs {
@@ -15,12 +19,26 @@ impl NetNs {
         let name = crate::unique("ns");
         // Short names: interface names are limited to 15 bytes.
         sh("ip", &["netns", "add", &name]);
+        let path = format!("/run/netns/{name}");
         let ns = NetNs {
-            file: File::open(format!("/run/netns/{name}")).unwrap(),
+            file: File::open(&path).unwrap(),
+            path,
             name,
+            owned: true,
         };
         ns.exec("ip", &["link", "set", "lo", "up"]);
         ns
+    }
+
+    /// A namespace someone else made (a pod's, through `/proc/PID/ns/net`,
+    /// or a cluster's node): joined, never deleted.
+    pub fn open(path: &str) -> std::io::Result<NetNs> {
+        Ok(NetNs {
+            name: path.to_string(),
+            file: File::open(path)?,
+            path: path.to_string(),
+            owned: false,
+        })
     }
 
     pub fn fd(&self) -> i32 {
@@ -30,7 +48,7 @@ impl NetNs {
     /// Runs a command inside the namespace. nsenter, not `ip netns exec`:
     /// the latter remounts /sys, which hides the cgroup2 mount from `ss`.
     pub fn exec(&self, cmd: &str, args: &[&str]) -> String {
-        let net = format!("--net=/run/netns/{}", self.name);
+        let net = format!("--net={}", self.path);
         let mut all = vec![net.as_str(), cmd];
         all.extend_from_slice(args);
         sh("nsenter", &all)
@@ -39,6 +57,9 @@ impl NetNs {
 
 impl Drop for NetNs {
     fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
         let _ = std::process::Command::new("ip")
             .args(["netns", "del", &self.name])
             .output();

@@ -1,0 +1,257 @@
+//! The test node of `cargo xtask cluster`, as the end-to-end tests and the
+//! cluster benchmarks use it: kubectl against its API server, the node's
+//! network namespace (where Services resolve through kube-proxy), pods'
+//! cgroups and namespaces on this host, and test namespaces deleted on drop.
+//!
+//! `cargo xtask test` brings the node up and points `GRACEFUL_KUBECONFIG`
+//! at it; without that variable the node's default kubeconfig
+//! (`target/cluster/kubeconfig`) is used.
+
+pub mod clients;
+pub mod pod;
+pub mod rollout;
+
+use std::{
+    path::PathBuf,
+    process::{Command, Output, Stdio},
+    sync::atomic::{AtomicU32, Ordering},
+    time::{Duration, Instant},
+};
+
+use crate::netns::NetNs;
+
+/// The names `cargo xtask cluster` gives its node (xtask/src/cluster/mod.rs).
+pub const NODE_NETNS: &str = "/run/netns/graceful-node";
+pub const NODE_IP: &str = "10.201.0.1";
+pub const AGENT_NAMESPACE: &str = "graceful-system";
+pub const AGENT_SELECTOR: &str = "app.kubernetes.io/name=graceful";
+/// Image names the cluster imports (xtask/src/cluster/images.rs).
+pub const TEST_APP_IMAGE: &str = "localhost/graceful-test/app:0.1.0";
+pub const BUSYBOX_IMAGE: &str = "localhost/busybox:bookworm";
+
+pub struct Cluster {
+    pub kubeconfig: PathBuf,
+    /// The node's network namespace: kube-proxy's rules apply here.
+    pub node: NetNs,
+}
+
+/// The workspace root.
+pub fn workspace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+impl Cluster {
+    /// The running node; panics, saying how to start one, if it is not up.
+    pub fn get() -> Cluster {
+        let kubeconfig = std::env::var_os("GRACEFUL_KUBECONFIG")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| workspace().join("target/cluster/kubeconfig"));
+        assert!(
+            kubeconfig.exists(),
+            "no test node: {} is missing. `cargo xtask test` brings one up, or `cargo xtask cluster up`",
+            kubeconfig.display()
+        );
+        let node = NetNs::open(NODE_NETNS).unwrap_or_else(|e| {
+            panic!("no test node: {NODE_NETNS}: {e}. `cargo xtask cluster up` starts one")
+        });
+        let c = Cluster { kubeconfig, node };
+        let ready = c.try_kubectl(&[
+            "get",
+            "node",
+            "-o",
+            "jsonpath={.items[0].status.conditions[?(@.type==\"Ready\")].status}",
+        ]);
+        assert!(
+            matches!(ready.as_deref(), Ok("True")),
+            "the test node is not Ready ({ready:?}): `cargo xtask cluster status` says why"
+        );
+        c
+    }
+
+    pub fn kubectl_cmd(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new("kubectl");
+        cmd.arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(args)
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    /// kubectl's stdout, or its stderr as the error.
+    pub fn try_kubectl(&self, args: &[&str]) -> Result<String, String> {
+        let out = self
+            .kubectl_cmd(args)
+            .output()
+            .map_err(|e| format!("kubectl: {e}"))?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).trim_end().to_string())
+        } else {
+            Err(format!(
+                "kubectl {args:?}: {}{}",
+                String::from_utf8_lossy(&out.stderr),
+                String::from_utf8_lossy(&out.stdout)
+            ))
+        }
+    }
+
+    pub fn kubectl(&self, args: &[&str]) -> String {
+        self.try_kubectl(args).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// `kubectl ARGS -o json`, parsed.
+    pub fn json(&self, args: &[&str]) -> serde_json::Value {
+        let mut a = args.to_vec();
+        a.extend(["-o", "json"]);
+        serde_json::from_str(&self.kubectl(&a)).expect("kubectl printed JSON")
+    }
+
+    /// `kubectl apply -f -` with `yaml` on stdin.
+    pub fn apply(&self, yaml: &str) {
+        use std::io::Write;
+        let mut child = self
+            .kubectl_cmd(&["apply", "-f", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("kubectl");
+        child.stdin.take().unwrap().write_all(yaml.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "kubectl apply failed: {}\n{yaml}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// `graceful ARGS` inside the agent's pod (`kubectl exec ds/graceful`).
+    pub fn agent(&self, args: &[&str]) -> Output {
+        let mut a = vec!["-n", AGENT_NAMESPACE, "exec", "ds/graceful", "--", "/graceful"];
+        a.extend(args);
+        self.kubectl_cmd(&a).output().expect("kubectl exec")
+    }
+
+    /// The agent pod's name, once exactly one is ready.
+    pub fn agent_pod(&self, secs: u64) -> String {
+        crate::wait_for(secs, "graceful's agent pod to be ready", || {
+            let pods = self.json(&["-n", AGENT_NAMESPACE, "get", "pods", "-l", AGENT_SELECTOR]);
+            let ready: Vec<&serde_json::Value> = pods["items"]
+                .as_array()?
+                .iter()
+                .filter(|p| p["metadata"]["deletionTimestamp"].is_null() && pod::is_ready(p))
+                .collect();
+            (ready.len() == 1).then(|| ready[0]["metadata"]["name"].as_str().unwrap().to_string())
+        })
+    }
+
+    /// Runs `f` on a thread inside the node's network namespace.
+    pub fn on_node<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let fd = self.node.fd();
+        std::thread::spawn(move || {
+            // SAFETY: setns(2) on this thread only; the fd stays open (self outlives the join).
+            assert_eq!(
+                unsafe { libc::setns(fd, libc::CLONE_NEWNET) },
+                0,
+                "setns into the node"
+            );
+            f()
+        })
+        .join()
+        .expect("a thread in the node's namespace panicked")
+    }
+}
+
+/// A namespace of the test's own; deleted (with everything in it) on drop.
+pub struct Namespace<'a> {
+    pub name: String,
+    cluster: &'a Cluster,
+}
+
+impl<'a> Namespace<'a> {
+    pub fn create(cluster: &'a Cluster, what: &str) -> Namespace<'a> {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let name = format!(
+            "e2e-{what}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        );
+        cluster.kubectl(&["create", "namespace", &name]);
+        // Pods need the ServiceAccount the controller-manager makes.
+        crate::wait_for(30, "the namespace's default ServiceAccount", || {
+            cluster
+                .try_kubectl(&["-n", &name, "get", "serviceaccount", "default"])
+                .ok()
+        });
+        Namespace { name, cluster }
+    }
+
+    /// `kubectl -n NAME ARGS`.
+    pub fn kubectl(&self, args: &[&str]) -> String {
+        let mut a = vec!["-n", self.name.as_str()];
+        a.extend(args);
+        self.cluster.kubectl(&a)
+    }
+
+    pub fn json(&self, args: &[&str]) -> serde_json::Value {
+        let mut a = vec!["-n", self.name.as_str()];
+        a.extend(args);
+        self.cluster.json(&a)
+    }
+
+    /// `kubectl apply -k DIR -n NAME`.
+    pub fn apply_kustomization(&self, dir: &std::path::Path) {
+        self.kubectl(&["apply", "-k", &dir.to_string_lossy()]);
+    }
+
+    pub fn apply(&self, yaml: &str) {
+        self.cluster.apply(&yaml.replace("NAMESPACE", &self.name));
+    }
+
+    /// Whether the API no longer has the pod `name`.
+    pub fn pod_gone(&self, name: &str) -> bool {
+        let selector = format!("metadata.name={name}");
+        self.kubectl(&["get", "pods", "--field-selector", &selector, "-o", "name"])
+            .is_empty()
+    }
+}
+
+impl Drop for Namespace<'_> {
+    fn drop(&mut self) {
+        // Pods first, at once: their hooks would otherwise hold the
+        // namespace's deletion for their grace periods.
+        let _ = self.cluster.try_kubectl(&[
+            "-n",
+            &self.name,
+            "delete",
+            "pods",
+            "--all",
+            "--grace-period=0",
+            "--force",
+        ]);
+        let _ =
+            self.cluster
+                .try_kubectl(&["delete", "namespace", &self.name, "--wait=true", "--timeout=120s"]);
+    }
+}
+
+/// Seconds and milliseconds from `t0`.
+pub fn since_ms(t0: Instant) -> f64 {
+    t0.elapsed().as_secs_f64() * 1000.0
+}
+
+/// Polls `f` every 5 ms until it returns Some, for at most `limit`.
+pub fn poll<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}

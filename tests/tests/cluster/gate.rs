@@ -1,0 +1,165 @@
+//! The exec gate on a real kubelet: the preStop hook holds the app's
+//! SIGTERM while clients are connected and releases it just after the last
+//! one closes; the drain leaves a `DrainReleased` Event on the pod; with no
+//! agent on the node the hook fails open after its connect timeout.
+
+use std::time::{Duration, Instant};
+
+use graceful::bpf::loader::monotonic_ns;
+use graceful_tests::{
+    cluster::{clients::Clients, pod::Pod, Cluster, Namespace, AGENT_NAMESPACE, AGENT_SELECTOR},
+    EVENT_SLACK_MS,
+};
+
+/// The app's own record of its SIGTERM, from its log (CLOCK_MONOTONIC).
+pub fn sigterm_ns(log: &mut graceful_tests::cluster::pod::Log) -> Option<u64> {
+    log.lines().iter().find_map(|l| {
+        let v: serde_json::Value = serde_json::from_str(l).ok()?;
+        v["sigterm_monotonic_ns"].as_u64()
+    })
+}
+
+/// Waits until the agent lists a drain of `uid` as active.
+pub fn wait_drain_engaged(cluster: &Cluster, uid: &str, secs: u64) {
+    graceful_tests::wait_for(secs, "the agent to list the pod's drain as active", || {
+        let out = cluster.agent(&["drains", "-o", "json"]);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+        v["active"]
+            .as_array()?
+            .iter()
+            .any(|d| d["pod"] == uid)
+            .then_some(())
+    });
+}
+
+/// The Events graceful left on the pod `uid`: (reason, message).
+pub fn events_of(ns: &Namespace, uid: &str) -> Vec<(String, String)> {
+    let selector = format!("involvedObject.uid={uid}");
+    let v = ns.json(&["get", "events", "--field-selector", &selector]);
+    v["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["source"]["component"] == "graceful" || e["reportingComponent"] == "graceful")
+        .map(|e| {
+            (
+                e["reason"].as_str().unwrap_or_default().to_string(),
+                e["message"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_hook_holds_sigterm_until_the_last_client_closes_and_the_drain_leaves_an_event() {
+    let (cluster, _serial) = crate::node();
+    let ns = Namespace::create(&cluster, "gate");
+    let hook = [
+        "--policy", "drained", "--settle", "200ms", "--min", "0s", "--max", "20s",
+    ];
+    ns.apply(&crate::app_pod("held", Some(&hook), 30));
+    let pod = Pod::wait_ready(&ns, "app=held", 1, 60).remove(0);
+    let mut clients = Clients::open(&cluster, format!("{}:8080", pod.ip).parse().unwrap(), 3);
+    let mut log = pod.open_log("app");
+
+    ns.kubectl(&["delete", "pod", "held", "--wait=false"]);
+    wait_drain_engaged(&cluster, &pod.uid, 20);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        sigterm_ns(&mut log),
+        None,
+        "SIGTERM came while 3 clients were connected"
+    );
+    assert!(pod.container_running("app"));
+
+    clients.close();
+    let closed_ns = monotonic_ns();
+    let sigterm = graceful_tests::wait_for(20, "the app's SIGTERM after the last close", || {
+        sigterm_ns(&mut log)
+    });
+    let after_ms = sigterm.saturating_sub(closed_ns) as f64 / 1e6;
+    eprintln!("SIGTERM {after_ms:.1} ms after the last client closed (settle 200 ms)");
+    assert!(
+        sigterm > closed_ns && after_ms >= 200.0 && after_ms < 200.0 + EVENT_SLACK_MS as f64,
+        "SIGTERM {after_ms:.1} ms after the last close: the settle is 200 ms"
+    );
+
+    graceful_tests::wait_for(30, "the pod to be gone", || ns.pod_gone("held").then_some(()));
+    let events = events_of(&ns, &pod.uid);
+    let released = events
+        .iter()
+        .find(|(reason, _)| reason == "DrainReleased")
+        .unwrap_or_else(|| panic!("no DrainReleased Event on the pod: {events:?}"));
+    assert!(
+        released.1.contains("drained") && released.1.contains("3 inbound at start"),
+        "{released:?}"
+    );
+}
+
+/// Takes the DaemonSet away; puts it back on drop, and waits for its pod.
+struct NoAgent<'a>(&'a Cluster);
+
+impl<'a> NoAgent<'a> {
+    fn new(cluster: &'a Cluster) -> NoAgent<'a> {
+        cluster.kubectl(&[
+            "-n",
+            AGENT_NAMESPACE,
+            "delete",
+            "daemonset",
+            "graceful",
+            "--wait=true",
+        ]);
+        graceful_tests::wait_for(60, "the agent's pod to be gone", || {
+            cluster
+                .kubectl(&[
+                    "-n",
+                    AGENT_NAMESPACE,
+                    "get",
+                    "pods",
+                    "-l",
+                    AGENT_SELECTOR,
+                    "-o",
+                    "name",
+                ])
+                .is_empty()
+                .then_some(())
+        });
+        NoAgent(cluster)
+    }
+}
+
+impl Drop for NoAgent<'_> {
+    fn drop(&mut self) {
+        let overlay = graceful_tests::cluster::workspace().join("tests/overlays/agent");
+        self.0.kubectl(&["apply", "-k", &overlay.to_string_lossy()]);
+        self.0.agent_pod(120);
+    }
+}
+
+#[test]
+fn without_an_agent_the_hook_fails_open_after_its_connect_timeout() {
+    let (cluster, _serial) = crate::node();
+    let ns = Namespace::create(&cluster, "absent");
+    let hook = ["--policy", "drained", "--connect-timeout", "2s", "--max", "20s"];
+    ns.apply(&crate::app_pod("alone", Some(&hook), 30));
+    let pod = Pod::wait_ready(&ns, "app=alone", 1, 60).remove(0);
+    let _clients = Clients::open(&cluster, format!("{}:8080", pod.ip).parse().unwrap(), 2);
+    let mut log = pod.open_log("app");
+
+    let _absent = NoAgent::new(&cluster);
+    let deleted = Instant::now();
+    let deleted_ns = monotonic_ns();
+    ns.kubectl(&["delete", "pod", "alone", "--wait=false"]);
+    let sigterm = graceful_tests::wait_for(20, "the app's SIGTERM", || sigterm_ns(&mut log));
+    let after_s = sigterm.saturating_sub(deleted_ns) as f64 / 1e9;
+    eprintln!(
+        "with no agent, SIGTERM {after_s:.2} s after the deletion (connect timeout 2 s, --max 20 s; {:.1} s on the test's clock)",
+        deleted.elapsed().as_secs_f64()
+    );
+    // The hook starts after the deletion and tries for its 2 s: never
+    // sooner; and it fails open, so far from the 20 s deadline.
+    assert!(
+        (2.0..6.0).contains(&after_s),
+        "SIGTERM {after_s:.2} s after the deletion, with a 2 s connect timeout"
+    );
+}

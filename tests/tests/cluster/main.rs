@@ -1,0 +1,63 @@
+//! End-to-end tests on a real Kubernetes node: `cargo xtask cluster`'s
+//! kubelet, containerd, API server and kube-proxy, with graceful's
+//! DaemonSet from `deploy/base` on it. `cargo xtask test` brings the node up
+//! before it runs them (the `cluster` feature), and down after.
+//!
+//! They run one at a time: they share the node and its one agent, and
+//! several time terminations.
+
+mod agent_pod;
+mod examples;
+mod gate;
+mod restart;
+mod rollout;
+
+use graceful_tests::cluster::{Cluster, TEST_APP_IMAGE};
+
+pub static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The node, with the test serialized against the others.
+pub fn node() -> (Cluster, std::sync::MutexGuard<'static, ()>) {
+    let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    (Cluster::get(), guard)
+}
+
+/// A pod of the test app (an HTTP server on 8080 that logs when SIGTERM
+/// arrives) whose preStop hook is `hook` (graceful-wait's arguments, or
+/// none), with the gate's host directory mounted as the examples do. No
+/// probe: a probe's connections would be inbound traffic of their own.
+pub fn app_pod(name: &str, hook: Option<&[&str]>, grace_s: u32) -> String {
+    let lifecycle = match hook {
+        Some(args) => {
+            let cmd: Vec<String> = std::iter::once("/graceful/graceful-wait")
+                .chain(args.iter().copied())
+                .map(|a| format!("\"{a}\""))
+                .collect();
+            format!(
+                "      lifecycle:\n        preStop:\n          exec:\n            command: [{}]\n",
+                cmd.join(", ")
+            )
+        }
+        None => String::new(),
+    };
+    format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  namespace: NAMESPACE
+  labels: {{app: {name}}}
+spec:
+  terminationGracePeriodSeconds: {grace_s}
+  containers:
+    - name: app
+      image: {TEST_APP_IMAGE}
+      ports: [{{containerPort: 8080}}]
+{lifecycle}      volumeMounts:
+        - {{name: graceful, mountPath: /graceful, readOnly: true}}
+  volumes:
+    - name: graceful
+      hostPath: {{path: /var/run/graceful, type: DirectoryOrCreate}}
+"#
+    )
+}
