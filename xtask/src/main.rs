@@ -35,8 +35,13 @@ enum Command {
     /// Make this machine ready: rust-src, the musl target, bpf-linker and apt packages. Idempotent.
     Setup,
     /// Run setup, build the agent, then `cargo test --workspace` (as root). Extra args go to cargo test.
+    /// Then brings the test node up (`cluster up`), runs the end-to-end tests on it, and takes it
+    /// down again if it was not up before.
     Test {
-        /// Passed to `cargo test --workspace`: `cargo xtask test -- restart` (a name filter), `-- -- --nocapture`.
+        /// Skip the end-to-end tests on the test node (they are then reported as skipped).
+        #[arg(long)]
+        no_cluster: bool,
+        /// Passed to `cargo test`: `cargo xtask test -- restart` (a name filter), `-- -- --nocapture`.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
@@ -76,7 +81,7 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Setup => setup::run().map(|_| 0),
-        Command::Test { args } => test::run(&args),
+        Command::Test { no_cluster, args } => test::run(no_cluster, &args),
         Command::Demo(args) => demo::run(args).map(|_| 0),
         Command::Rollout { args } => rollout::run(&args),
         Command::Bench { cmd } => bench::run(cmd).map(|_| 0),

@@ -9,6 +9,10 @@
 //! agent it needs, and whose kernel test asserts on the same code. This sets
 //! the machine up, builds, and runs it with the arguments given. Setup's and
 //! the build's output goes to stderr: stdout is the table's.
+//!
+//! `--cluster` runs it on a real node instead (`cargo xtask cluster`'s,
+//! brought up for it and down after if it was not up), with
+//! `graceful_tests::cluster::rollout`.
 
 use std::{io::Write, process::Command};
 
@@ -35,6 +39,11 @@ fn on_stderr<T>(f: impl FnOnce() -> anyhow::Result<T>) -> anyhow::Result<T> {
 
 pub fn run(args: &[String]) -> anyhow::Result<i32> {
     util::require_root("cargo xtask rollout")?;
+    let session = if args.iter().any(|a| a == "--cluster") {
+        Some(on_stderr(crate::cluster::Session::begin)?)
+    } else {
+        None
+    };
     let agent = on_stderr(|| {
         crate::setup::run()?;
         let agent = crate::test::build_agent(true)?;
@@ -45,8 +54,15 @@ pub fn run(args: &[String]) -> anyhow::Result<i32> {
     })?;
     let mut cmd = Command::new(agent.with_file_name("graceful-rollout"));
     cmd.args(args).env("GRACEFUL_BIN", &agent);
+    if let Some(s) = &session {
+        cmd.env("GRACEFUL_KUBECONFIG", &s.kubeconfig);
+    }
     // Ctrl-C reaches the simulation too; it cleans up and exits, and we
     // wait for it rather than die first.
     crate::demo::procs::catch_signals();
-    Ok(util::exit_code(util::status(&mut cmd)?))
+    let code = util::exit_code(util::status(&mut cmd)?);
+    if let Some(s) = session {
+        on_stderr(|| s.end())?;
+    }
+    Ok(code)
 }

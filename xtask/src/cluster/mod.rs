@@ -165,6 +165,45 @@ pub fn up(paths: &Paths) -> anyhow::Result<PathBuf> {
     Ok(paths.kubeconfig())
 }
 
+/// Whether every node process runs (the node may still be starting).
+pub fn is_up(paths: &Paths) -> bool {
+    node::exists()
+        && daemons::ORDER
+            .iter()
+            .all(|n| daemons::running(paths, n).is_some())
+}
+
+/// The node for a task that needs it: brought up if it was down, and then
+/// taken down again by [`Session::end`] (a node that ran before stays).
+pub struct Session {
+    pub paths: Paths,
+    pub kubeconfig: PathBuf,
+    started: bool,
+}
+
+impl Session {
+    pub fn begin() -> anyhow::Result<Session> {
+        let paths = Paths::new();
+        let started = !is_up(&paths);
+        let kubeconfig = up(&paths)?;
+        Ok(Session {
+            paths,
+            kubeconfig,
+            started,
+        })
+    }
+
+    /// Takes the node down if this session brought it up.
+    pub fn end(self) -> anyhow::Result<()> {
+        if self.started {
+            down::run(&self.paths)?;
+        } else {
+            println!("==> the node ran before: it stays up (`cargo xtask cluster down` stops it)");
+        }
+        Ok(())
+    }
+}
+
 /// Polls `f` every 200 ms until it returns `Some`, for at most `limit`.
 pub fn wait_for<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> anyhow::Result<T> {
     let deadline = Instant::now() + limit;
