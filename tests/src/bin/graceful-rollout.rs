@@ -69,6 +69,12 @@ struct RunArgs {
     /// Print the table as a JSON array, one object per run (progress still goes to stderr).
     #[arg(long)]
     json: bool,
+    /// On the test node of `cargo xtask cluster` instead: deploy/examples/web (3 nginx pods)
+    /// behind a real ClusterIP Service, `kubectl rollout restart`, a connection per request from
+    /// the node (through kube-proxy). Takes --modes and --rate; the hooks are the overlays' in
+    /// tests/overlays/web-*.
+    #[arg(long)]
+    cluster: bool,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -82,6 +88,20 @@ fn main() -> anyhow::Result<()> {
         unsafe { libc::geteuid() } == 0,
         "the rollout creates cgroups, network namespaces and loads eBPF programs: run it as root"
     );
+    if a.cluster {
+        let cfg = graceful_tests::cluster::rollout::Config {
+            modes: a.modes,
+            rate: a.rate,
+        };
+        let runs = graceful_tests::cluster::rollout::run(&graceful_tests::cluster::Cluster::get(), &cfg)?;
+        if a.json {
+            println!("{}", report::json(&runs));
+        } else {
+            println!();
+            print!("{}", report::table(&runs));
+        }
+        return Ok(());
+    }
     // The agent binary sits beside this one unless GRACEFUL_BIN says otherwise.
     if std::env::var_os("GRACEFUL_BIN").is_none() {
         let exe = std::env::current_exe()?;

@@ -9,6 +9,7 @@
 
 pub mod clients;
 pub mod pod;
+pub mod release;
 pub mod rollout;
 
 use std::{

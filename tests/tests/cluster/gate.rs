@@ -6,18 +6,11 @@
 use std::time::{Duration, Instant};
 
 use graceful::bpf::loader::monotonic_ns;
+pub use graceful_tests::cluster::release::sigterm_ns;
 use graceful_tests::{
     cluster::{clients::Clients, pod::Pod, Cluster, Namespace, AGENT_NAMESPACE, AGENT_SELECTOR},
     EVENT_SLACK_MS,
 };
-
-/// The app's own record of its SIGTERM, from its log (CLOCK_MONOTONIC).
-pub fn sigterm_ns(log: &mut graceful_tests::cluster::pod::Log) -> Option<u64> {
-    log.lines().iter().find_map(|l| {
-        let v: serde_json::Value = serde_json::from_str(l).ok()?;
-        v["sigterm_monotonic_ns"].as_u64()
-    })
-}
 
 /// Waits until the agent lists a drain of `uid` as active.
 pub fn wait_drain_engaged(cluster: &Cluster, uid: &str, secs: u64) {

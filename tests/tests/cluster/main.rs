@@ -61,3 +61,5 @@ spec:
 "#
     )
 }
+
+mod bench;

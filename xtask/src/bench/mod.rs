@@ -25,6 +25,7 @@ mod agent;
 mod bpf;
 mod cgroup;
 mod churn;
+mod cluster_release;
 mod cost;
 mod load;
 mod memcg;
@@ -44,6 +45,9 @@ pub enum BenchCmd {
     Memory(memory::Args),
     /// Gate release latency after the last inbound close, against a 1 s sock_diag poller (target: p99 <= 10 ms, 100x faster).
     ReleaseLatency(release::Args),
+    /// On the test node's real kubelet: from a deleted pod's last inbound close to its app's
+    /// SIGTERM, through graceful's gate, a 1 s poller and `preStop: sleep`, side by side.
+    ClusterRelease(cluster_release::Args),
     /// Internal: one process of the memory bench, run inside its cgroup.
     #[command(hide = true)]
     MemoryWorker(worker::Args),
@@ -66,6 +70,7 @@ pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
         BenchCmd::ChurnCost(args) => cost::run(args),
         BenchCmd::Memory(args) => memory::run(args),
         BenchCmd::ReleaseLatency(args) => release::run(args),
+        BenchCmd::ClusterRelease(args) => cluster_release::run(args),
         BenchCmd::Load(args) => load::run(args),
         BenchCmd::MemoryWorker(_) => unreachable!(),
     }
