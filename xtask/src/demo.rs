@@ -50,6 +50,11 @@ pub struct Args {
     /// Stop and remove what a `--keep` run left running.
     #[arg(long)]
     cleanup: bool,
+    /// On a real node instead (`cargo xtask cluster`, brought up for it and down after unless it
+    /// ran before, or --keep): a rolling update of deploy/examples/web, its drains shown as they
+    /// happen.
+    #[arg(long, conflicts_with = "cleanup")]
+    cluster: bool,
 }
 
 /// What a `--keep` run leaves, for `--cleanup`.
@@ -685,8 +690,40 @@ fn random_uuid() -> anyhow::Result<String> {
     ))
 }
 
+/// The demo on the test node: graceful-cluster-demo (graceful_tests::cluster::demo).
+fn on_cluster(keep: bool) -> anyhow::Result<()> {
+    section("the test node: cargo xtask cluster up");
+    let session = crate::cluster::Session::begin()?;
+    let mut cmd = util::cargo();
+    cmd.args([
+        "build",
+        "-q",
+        "-p",
+        "graceful-tests",
+        "--bin",
+        "graceful-cluster-demo",
+    ]);
+    util::run(&mut cmd)?;
+    section("a rolling update on a real node");
+    let mut cmd = std::process::Command::new(util::target_dir().join("debug/graceful-cluster-demo"));
+    cmd.env("GRACEFUL_KUBECONFIG", &session.kubeconfig);
+    let result = util::run(&mut cmd);
+    if keep {
+        println!(
+            "==> --keep: the node stays up; KUBECONFIG={}",
+            session.kubeconfig.display()
+        );
+    } else {
+        session.end()?;
+    }
+    result
+}
+
 pub fn run(args: Args) -> anyhow::Result<()> {
     util::require_root("cargo xtask demo")?;
+    if args.cluster {
+        return on_cluster(args.keep);
+    }
     if args.cleanup {
         return cleanup_kept();
     }

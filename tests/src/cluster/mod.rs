@@ -8,6 +8,7 @@
 //! (`target/cluster/kubeconfig`) is used.
 
 pub mod clients;
+pub mod demo;
 pub mod pod;
 pub mod release;
 pub mod rollout;
