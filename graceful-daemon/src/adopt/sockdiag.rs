@@ -88,7 +88,7 @@ const NLA_TYPE_MASK: u16 = !(0x8000 | 0x4000);
 /// truncates. We still detect truncation via `MSG_TRUNC` instead of trusting it.
 const RECV_BUF_LEN: usize = 64 * 1024;
 /// A dump must make progress; a silent kernel must not hang start-up forever.
-const RECV_TIMEOUT_SECS: libc::time_t = 10;
+const RECV_TIMEOUT_SECS: u32 = 10;
 
 // --- public types ---------------------------------------------------------
 
@@ -244,7 +244,8 @@ impl NlSocket {
             );
         }
         let tv = libc::timeval {
-            tv_sec: RECV_TIMEOUT_SECS,
+            // time_t is i64 on glibc and musl alike (the libc crate deprecates its alias for musl).
+            tv_sec: RECV_TIMEOUT_SECS.into(),
             tv_usec: 0,
         };
         // SAFETY: as above, for a timeval.
