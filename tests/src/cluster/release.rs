@@ -7,10 +7,10 @@
 //!   second until no connection to the app's port is established;
 //! - `preStop: sleep`, the guess teams write today.
 //!
-//! Each round creates a batch of pods of each kind, connects two clients
-//! to each from the node, deletes them all, and once every hook is under
-//! way (the agent lists the gate's drains; the others have had two
-//! seconds) closes each pod's clients in turn. The app stamps its own SIGTERM on
+//! The kinds take turns, in one run. Each turn creates a batch of pods of
+//! one kind, connects two clients to each from the node, deletes them all,
+//! and once every hook is under way (the agent lists the gate's drains;
+//! the others have had two seconds) closes each pod's clients in turn. The app stamps its own SIGTERM on
 //! CLOCK_MONOTONIC, the clock the close is stamped on too. What is timed
 //! is the whole path: kernel → agent → gate → hook exits → the kubelet sees
 //! the hook end → the runtime sends SIGTERM.
@@ -67,6 +67,8 @@ pub struct Config {
     /// Pods of each kind per round.
     pub batch: usize,
     pub sleep: Duration,
+    /// Between one pod's clients closing and the next's.
+    pub spacing: Duration,
 }
 
 fn pod_yaml(name: &str, hook: Hook, sleep: Duration) -> String {
@@ -97,19 +99,43 @@ spec:
     )
 }
 
-/// Milliseconds from the last close to SIGTERM, per hook.
-pub fn measure(cluster: &Cluster, cfg: &Config) -> BTreeMap<Hook, Vec<f64>> {
+/// What one round measured.
+#[derive(Default)]
+pub struct Figures {
+    /// Milliseconds from the last close to SIGTERM, per hook.
+    pub sigterm_ms: BTreeMap<Hook, Vec<f64>>,
+    /// For the gate: from the last close to the agent's release (its
+    /// report's `release_ns`), and from there to SIGTERM (the hook's exit,
+    /// the kubelet, the runtime).
+    pub agent_ms: Vec<f64>,
+    pub kubelet_ms: Vec<f64>,
+}
+
+/// The agent's release times (CLOCK_MONOTONIC ns) of the drains it
+/// released, by pod uid.
+fn releases(cluster: &Cluster) -> BTreeMap<String, u64> {
+    let out = cluster.agent(&["drains", "-o", "json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    v["released"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|d| Some((d["pod"].as_str()?.to_string(), d["release_ns"].as_u64()?)))
+        .collect()
+}
+
+pub fn measure(cluster: &Cluster, cfg: &Config) -> Figures {
     let ns = Namespace::create(cluster, "release-bench");
-    let mut out: BTreeMap<Hook, Vec<f64>> = BTreeMap::new();
-    for round in 0..cfg.rounds {
+    let mut out = Figures::default();
+    // The kinds take turns, round by round, in one run: each batch is
+    // timed with no other kind's terminations beside it.
+    for (round, hook) in (0..cfg.rounds).flat_map(|r| Hook::ALL.map(|h| (r, h))) {
         let mut yaml = String::new();
         let mut names = Vec::new();
-        for hook in Hook::ALL {
-            for i in 0..cfg.batch {
-                let name = format!("{}-{round}-{i}", hook.prefix());
-                yaml += &pod_yaml(&name, hook, cfg.sleep);
-                names.push((hook, name));
-            }
+        for i in 0..cfg.batch {
+            let name = format!("{}-{round}-{i}", hook.prefix());
+            yaml += &pod_yaml(&name, hook, cfg.sleep);
+            names.push((hook, name));
         }
         ns.apply(&yaml);
         let pods: Vec<(Hook, Pod)> = names
@@ -142,29 +168,39 @@ pub fn measure(cluster: &Cluster, cfg: &Config) -> BTreeMap<Hook, Vec<f64>> {
             }
         }
         std::thread::sleep(Duration::from_secs(2).saturating_sub(started.elapsed()));
-        // One pod's clients at a time, a quarter second apart (the gate's
-        // and the poller's in turn): each release is timed alone, as a
-        // rolling update's one-at-a-time terminations are, not in a burst
-        // of fifteen on a two-core node.
-        let mut order: Vec<usize> = (0..held.len()).collect();
-        order.sort_by_key(|&i| (held[i].0 == Hook::Sleep, i % cfg.batch, held[i].0));
-        let mut closed = vec![0u64; held.len()];
-        for i in order {
-            held[i].2.close();
-            closed[i] = monotonic_ns();
-            if held[i].0 != Hook::Sleep {
-                std::thread::sleep(Duration::from_millis(250));
-            }
+        // One pod's clients at a time, `spacing` apart: each release
+        // is timed alone, as a rolling update's one-at-a-time terminations
+        // come, not in a burst on a two-core node.
+        let mut closed = Vec::new();
+        for (_, _, c, _) in held.iter_mut() {
+            c.close();
+            closed.push(monotonic_ns());
+            std::thread::sleep(cfg.spacing);
         }
-        for ((hook, p, _, log), closed_ns) in held.iter_mut().zip(closed) {
+        let mut sigterms = Vec::new();
+        for (_, _, _, log) in held.iter_mut() {
             let limit = cfg.sleep.as_secs() + 45;
-            let sigterm = crate::wait_for(limit, "the app's SIGTERM", || sigterm_ns(log));
-            let ms = sigterm.saturating_sub(closed_ns) as f64 / 1e6;
+            sigterms.push(crate::wait_for(limit, "the app's SIGTERM", || sigterm_ns(log)));
+        }
+        let released = releases(cluster);
+        for (((hook, p, _, _), closed_ns), sigterm) in held.iter().zip(closed).zip(sigterms) {
+            let ms = |a: u64, b: u64| b.saturating_sub(a) as f64 / 1e6;
+            let total = ms(closed_ns, sigterm);
+            let mut split = String::new();
+            if let (Hook::Graceful, Some(&rel)) = (hook, released.get(&p.uid)) {
+                out.agent_ms.push(ms(closed_ns, rel));
+                out.kubelet_ms.push(ms(rel, sigterm));
+                split = format!(
+                    " (the agent released it after {:.2} ms, SIGTERM {:.1} ms later)",
+                    ms(closed_ns, rel),
+                    ms(rel, sigterm)
+                );
+            }
             eprintln!(
-                "    round {round}: {} {hook}: SIGTERM {ms:.1} ms after the last close",
+                "    round {round}: {} {hook}: SIGTERM {total:.1} ms after the last close{split}",
                 p.name
             );
-            out.entry(*hook).or_default().push(ms);
+            out.sigterm_ms.entry(*hook).or_default().push(total);
         }
     }
     out
