@@ -1,0 +1,48 @@
+use std::path::Path;
+
+use super::*;
+
+#[test]
+fn a_pod_counts_all_its_cgroups_and_each_container_its_own() {
+    let uid = "a3ae0dbd-38d5-48fe-808c-a4d5dada806d";
+    let p = format!("/kubepods/burstable/pod{uid}");
+    let (a, b) = ("a".repeat(64), "b".repeat(64));
+    let mut ix = PodIndex::default();
+    ix.insert(1, Path::new(&p));
+    ix.insert(2, Path::new(&format!("{p}/{a}")));
+    ix.insert(3, Path::new(&format!("{p}/crio-{b}")));
+    ix.insert(4, Path::new(&format!("{p}/crio-{b}/container")));
+    ix.insert(5, Path::new(&format!("{p}/crio-conmon-{b}")));
+    let c = |i, o, l| CgroupCounters {
+        inbound_live: i,
+        outbound_live: o,
+        listeners: l,
+        ..Default::default()
+    };
+    let counters: BTreeMap<u64, CgroupCounters> = [
+        (1, c(1, 0, 1)),
+        (2, c(3, 1, 1)),
+        (4, c(5, 0, 2)),
+        (5, c(0, 2, 0)),
+        (99, c(7, 7, 7)),
+    ]
+    .into();
+    let v = &views(&ix, &counters)[0];
+    let l = |i, o, l| Live {
+        inbound_live: i,
+        outbound_live: o,
+        listeners: l,
+    };
+    assert_eq!(v.live, l(9, 3, 4));
+    assert_eq!(v.containers[0].live, l(3, 1, 1));
+    assert_eq!((v.containers[1].cgroup_id, v.containers[1].live), (3, l(5, 0, 2)));
+    assert_eq!(v.outside_containers(), l(1, 2, 1));
+    let json = serde_json::to_value(v).unwrap();
+    assert_eq!(json["qos"], "burstable");
+    assert_eq!(json["state"], "Running");
+    assert_eq!(json["namespace"], serde_json::Value::Null);
+    assert_eq!(json["inbound_live"], 9);
+    assert_eq!(json["containers"][1]["listeners"], 2);
+    assert_eq!(json["containers"][1]["name"], serde_json::Value::Null);
+    assert_eq!(json["containers"][1]["cgroup_id"], 3);
+}
