@@ -7,6 +7,7 @@
 //! - `bench`: benchmarks.
 //! - `vm-test`: the integration tests in qemu, on other kernels.
 //! - `cluster`: a real Kubernetes node on this machine (up, down, status).
+//! - `layout`: check the tree's structure (import circles, file sizes, inline tests).
 //! - `docs`: regenerate docs/cli.md from the CLI's definitions.
 
 use clap::{Parser, Subcommand};
@@ -16,6 +17,7 @@ mod cluster;
 mod debian;
 mod demo;
 mod docs;
+mod layout;
 mod mounts;
 mod rollout;
 mod setup;
@@ -67,6 +69,9 @@ enum Command {
     /// A real Kubernetes node on this machine (built from Debian's archive), with graceful's
     /// DaemonSet on it: `cargo xtask cluster up | down | status` (as root).
     Cluster(cluster::Args),
+    /// Check the tree's structure: no import circle between modules or rooms, no file over 600
+    /// lines, no test module inside a product file. Exit status 1 on any finding.
+    Layout(layout::Args),
     /// Regenerate docs/cli.md (the command reference) from the CLI's own definitions.
     Docs,
     /// The host's door to the cluster's API server (started by `cluster up` itself).
@@ -88,6 +93,7 @@ fn main() {
         Command::VmTest(args) => vm::run(args),
         Command::Cluster(args) => cluster::run(args),
         Command::ClusterForward(args) => cluster::forward::run(args).map(|_| 0),
+        Command::Layout(args) => layout::run(args),
         Command::Docs => docs::run_docs().map(|_| 0),
         Command::DemoClient(args) => demo::client::run(args).map(|_| 0),
     };

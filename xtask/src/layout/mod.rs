@@ -1,0 +1,161 @@
+//! `cargo xtask layout`: checks the tree's structure, the way a reviewer
+//! reads it, for every crate root of the workspace (each library, binary
+//! and test target `cargo metadata` lists):
+//!
+//! - no import circle between modules (files), nor between the rooms they
+//!   sit in (a crate's top-level modules);
+//! - no source file over `--max-lines` lines (600);
+//! - no test module inside a product file: tests sit beside it
+//!   (`#[cfg(test)] mod tests;` and `x/tests.rs`).
+//!
+//! One line per finding, with the file and line that cause it; exit status
+//! 1 if there is any.
+
+mod graph;
+mod scan;
+
+use std::{collections::BTreeSet, path::PathBuf};
+
+use anyhow::Context as _;
+
+use crate::util;
+use graph::{show, Graph, ModPath};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The most lines a source file may have.
+    #[arg(long, default_value_t = 600)]
+    max_lines: usize,
+    /// Also print every crate's rooms and the imports between them.
+    #[arg(long)]
+    verbose: bool,
+}
+
+/// Every target's root file, from `cargo metadata` (workspace members only).
+fn roots() -> anyhow::Result<Vec<(String, PathBuf)>> {
+    let out = util::output(
+        util::cargo()
+            .args(["metadata", "--no-deps", "--format-version", "1"])
+            .current_dir(util::workspace_root()),
+    )?;
+    let meta: serde_json::Value = serde_json::from_str(&out).context("cargo metadata's JSON")?;
+    let mut roots = Vec::new();
+    for pkg in meta["packages"].as_array().into_iter().flatten() {
+        for t in pkg["targets"].as_array().into_iter().flatten() {
+            let kinds: Vec<&str> = t["kind"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|k| k.as_str())
+                .collect();
+            if kinds.contains(&"custom-build") {
+                continue;
+            }
+            let name = format!(
+                "{} ({} {})",
+                pkg["name"].as_str().unwrap_or("?"),
+                kinds.join(","),
+                t["name"].as_str().unwrap_or("?")
+            );
+            if let Some(p) = t["src_path"].as_str() {
+                roots.push((name, PathBuf::from(p)));
+            }
+        }
+    }
+    Ok(roots)
+}
+
+pub fn run(args: Args) -> anyhow::Result<i32> {
+    let root = util::workspace_root();
+    let rel = |p: &std::path::Path| p.strip_prefix(&root).unwrap_or(p).display().to_string();
+    let mut findings = Vec::new();
+    let mut seen_files = BTreeSet::new();
+    let mut largest: Vec<(usize, String)> = Vec::new();
+    for (name, file) in roots()? {
+        let g = Graph::of(&file);
+        let files: Vec<_> = g
+            .modules
+            .iter()
+            .filter(|m| seen_files.insert(m.file.clone()))
+            .collect();
+        for m in &files {
+            largest.push((m.lines, rel(&m.file)));
+            if m.lines > args.max_lines {
+                findings.push(format!(
+                    "{}: {} lines, over {}",
+                    rel(&m.file),
+                    m.lines,
+                    args.max_lines
+                ));
+            }
+            for (a, b) in &m.inline_tests {
+                findings.push(format!(
+                    "{}:{a}: an inline test module (lines {a}-{b}): put it beside the file (`mod tests;`)",
+                    rel(&m.file)
+                ));
+            }
+        }
+        let file_of = |p: &ModPath| {
+            g.modules
+                .iter()
+                .find(|m| &m.path == p)
+                .map(|m| rel(&m.file))
+                .unwrap_or_default()
+        };
+        let room = |p: &ModPath| p.iter().take(1).cloned().collect::<ModPath>();
+        for (what, key) in [("modules", false), ("rooms", true)] {
+            let k = |p: &ModPath| if key { room(p) } else { p.clone() };
+            for circle in g.circles(k) {
+                let members: BTreeSet<ModPath> = circle.iter().cloned().collect();
+                let mut why: Vec<String> = g
+                    .edges
+                    .iter()
+                    .filter(|e| {
+                        members.contains(&k(&e.from)) && members.contains(&k(&e.to)) && k(&e.from) != k(&e.to)
+                    })
+                    .map(|e| format!("{}:{} → {}", file_of(&e.from), e.line, show(&e.to)))
+                    .collect();
+                why.sort();
+                why.dedup_by(|a, b| {
+                    a.split(':').next() == b.split(':').next() && a.rsplit('→').next() == b.rsplit('→').next()
+                });
+                findings.push(format!(
+                    "{name}: an import circle between {what} {}:\n    {}",
+                    circle.iter().map(|p| show(p)).collect::<Vec<_>>().join(", "),
+                    why.join("\n    ")
+                ));
+            }
+        }
+        if args.verbose {
+            let mut rooms: BTreeSet<(String, String)> = BTreeSet::new();
+            for e in &g.edges {
+                let (a, b) = (room(&e.from), room(&e.to));
+                if a != b {
+                    rooms.insert((show(&a), show(&b)));
+                }
+            }
+            println!("{name}: {} modules, {} imports", g.modules.len(), g.edges.len());
+            for (a, b) in rooms {
+                println!("    {a} → {b}");
+            }
+        }
+    }
+    largest.sort_by(|a, b| b.cmp(a));
+    println!("largest files:");
+    for (n, f) in largest.iter().take(5) {
+        println!("    {n:>5}  {f}");
+    }
+    if findings.is_empty() {
+        println!(
+            "layout: no import circle, no file over {} lines, no test inside a product file",
+            args.max_lines
+        );
+        Ok(0)
+    } else {
+        for f in &findings {
+            println!("{f}");
+        }
+        println!("layout: {} finding(s)", findings.len());
+        Ok(1)
+    }
+}
