@@ -25,3 +25,4 @@ pub mod logging;
 pub mod memcg;
 pub mod reply;
 pub mod resolver;
+pub mod sync;

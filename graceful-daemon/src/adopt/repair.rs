@@ -20,7 +20,7 @@ use super::{
     netns::{self, NetNs},
     pass::{open_in, walk, AdoptError},
 };
-use crate::api::metrics::Recorder;
+use crate::{api::metrics::Recorder, sync};
 
 /// What one repair pass did.
 #[derive(Clone, Debug, Default)]
@@ -119,7 +119,7 @@ fn repair(ebpf: &Mutex<Ebpf>, namespaces: &[NetNs]) -> Result<Repair, AdoptError
     };
     for ns in namespaces {
         let opened = {
-            let mut ebpf = ebpf.lock().unwrap_or_else(|p| p.into_inner());
+            let mut ebpf = sync::lock(ebpf);
             open_in(&mut ebpf, ns)?
         };
         match opened.and_then(walk) {

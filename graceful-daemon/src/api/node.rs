@@ -22,6 +22,7 @@ use crate::{
         counts::{sort_pods, views, PodState, PodView},
         index::PodIndex,
     },
+    sync,
 };
 
 pub struct Node {
@@ -102,7 +103,7 @@ impl Node {
 
     fn pods_from(&self, counters: &BTreeMap<u64, CgroupCounters>) -> Vec<PodView> {
         let mut pods = {
-            let index = self.index.read().unwrap_or_else(|p| p.into_inner());
+            let index = sync::read(&self.index);
             views(&index, counters)
         };
         let now = k8s_openapi::jiff::Timestamp::now();
@@ -162,7 +163,7 @@ impl Node {
         Status {
             ready: readable,
             programs: if readable { "attached" } else { "unreadable" },
-            pods: self.index.read().unwrap_or_else(|p| p.into_inner()).pod_count(),
+            pods: sync::read(&self.index).pod_count(),
             kube_api: self.kube_api(),
             version: env!("CARGO_PKG_VERSION"),
         }
@@ -208,13 +209,7 @@ impl Node {
                 KernelFigures::default()
             }
         };
-        let watch_entries = self
-            .gate
-            .kernel
-            .watch
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .len() as u64;
+        let watch_entries = sync::lock(&self.gate.kernel.watch).len() as u64;
         let terminations = self.kube.as_ref().and_then(|k| k.terminations.as_ref());
         MetricsSnapshot {
             unlabelled: rest.len(),

@@ -12,7 +12,7 @@ use graceful_common::{names, CgroupCounters, Event};
 use tokio::{io::unix::AsyncFd, sync::broadcast};
 use tracing::warn;
 
-use crate::bpf::paths::PinDir;
+use crate::{bpf::paths::PinDir, sync};
 
 #[derive(Debug, thiserror::Error)]
 pub enum EventsError {
@@ -175,7 +175,7 @@ pub struct Watched<'a> {
 
 impl Drop for Watched<'_> {
     fn drop(&mut self) {
-        let mut w = self.kernel.watch.lock().unwrap_or_else(|p| p.into_inner());
+        let mut w = sync::lock(&self.kernel.watch);
         for c in &self.cgroups {
             w.remove(*c);
         }
@@ -191,7 +191,7 @@ impl Kernel {
             kernel: self,
             cgroups: Vec::with_capacity(cgroups.len()),
         };
-        let mut w = self.watch.lock().unwrap_or_else(|p| p.into_inner());
+        let mut w = sync::lock(&self.watch);
         for c in cgroups {
             w.add(*c, flags)?;
             guard.cgroups.push(*c);

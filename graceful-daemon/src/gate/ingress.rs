@@ -7,6 +7,7 @@ use std::{
     sync::{Arc, Mutex},
 };
 
+use crate::sync;
 use aya::{
     programs::{cgroup_skb::CgroupSkbLinkId, CgroupAttachMode, CgroupSkb, CgroupSkbAttachType},
     Ebpf,
@@ -24,7 +25,7 @@ impl Ingress {
     /// repair pass shares).
     pub fn load(ebpf: Arc<Mutex<Ebpf>>) -> anyhow::Result<Arc<Self>> {
         {
-            let mut guard = ebpf.lock().unwrap_or_else(|p| p.into_inner());
+            let mut guard = sync::lock(&ebpf);
             let prog: &mut CgroupSkb = guard
                 .program_mut(names::PROG_INGRESS)
                 .ok_or_else(|| anyhow::anyhow!("the ingress program is missing from the object"))?
@@ -37,7 +38,7 @@ impl Ingress {
     /// Attaches to the cgroup directory `dir` until the guard drops.
     pub fn attach(self: &Arc<Self>, dir: &Path) -> anyhow::Result<Attachment> {
         let file = File::open(dir)?;
-        let mut ebpf = self.ebpf.lock().unwrap_or_else(|p| p.into_inner());
+        let mut ebpf = sync::lock(&self.ebpf);
         let prog: &mut CgroupSkb = ebpf
             .program_mut(names::PROG_INGRESS)
             .expect("loaded")
@@ -60,7 +61,7 @@ pub struct Attachment {
 impl Drop for Attachment {
     fn drop(&mut self) {
         let Some(link) = self.link.take() else { return };
-        let mut ebpf = self.ingress.ebpf.lock().unwrap_or_else(|p| p.into_inner());
+        let mut ebpf = sync::lock(&self.ingress.ebpf);
         let detached = ebpf
             .program_mut(names::PROG_INGRESS)
             .and_then(|p| <&mut CgroupSkb>::try_from(p).ok())

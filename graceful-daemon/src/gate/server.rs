@@ -7,7 +7,7 @@ use std::{
     path::PathBuf,
     sync::{
         atomic::{AtomicU64, Ordering},
-        Arc, Mutex, MutexGuard, RwLock,
+        Arc, Mutex, RwLock,
     },
     time::Duration,
 };
@@ -39,6 +39,7 @@ use crate::{
     http_conn,
     reply::{error, json, line_bytes, ndjson, Body},
     resolver::index::{Pod, PodIndex},
+    sync,
 };
 
 /// How long a client may take to send its body (its head:
@@ -97,17 +98,17 @@ impl Gate {
 
     /// Drains in progress, oldest first.
     pub fn active(&self) -> Vec<ActiveDrain> {
-        lock(&self.active).values().cloned().collect()
+        sync::lock(&self.active).values().cloned().collect()
     }
 
     /// Whether a drain of pod `uid` is in progress.
     pub fn draining(&self, uid: &str) -> bool {
-        lock(&self.active).values().any(|d| d.pod == uid)
+        sync::lock(&self.active).values().any(|d| d.pod == uid)
     }
 
     /// The last released drains, oldest first.
     pub fn history(&self) -> Vec<DrainReport> {
-        lock(&self.history).iter().cloned().collect()
+        sync::lock(&self.history).iter().cloned().collect()
     }
 
     /// Drain starts, releases and abandons from now on.
@@ -117,7 +118,7 @@ impl Gate {
 
     fn started(&self, mut d: ActiveDrain) -> ActiveGuard<'_> {
         d.id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        lock(&self.active).insert(d.id, d.clone());
+        sync::lock(&self.active).insert(d.id, d.clone());
         let _ = self.events.send(GateEvent::DrainStarted(d.clone()));
         ActiveGuard {
             gate: self,
@@ -136,11 +137,11 @@ struct ActiveGuard<'a> {
 impl ActiveGuard<'_> {
     fn released(mut self, report: DrainReport) {
         if let Some(d) = self.drain.take() {
-            lock(&self.gate.active).remove(&d.id);
+            sync::lock(&self.gate.active).remove(&d.id);
         }
         self.gate.metrics.drain_released(&report.report);
         {
-            let mut h = lock(&self.gate.history);
+            let mut h = sync::lock(&self.gate.history);
             if h.len() == HISTORY {
                 h.pop_front();
             }
@@ -153,15 +154,11 @@ impl ActiveGuard<'_> {
 impl Drop for ActiveGuard<'_> {
     fn drop(&mut self) {
         if let Some(d) = self.drain.take() {
-            lock(&self.gate.active).remove(&d.id);
+            sync::lock(&self.gate.active).remove(&d.id);
             self.gate.metrics.drain_abandoned();
             let _ = self.gate.events.send(GateEvent::DrainAbandoned(d));
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Serves the gate on `listener` until the task is dropped.
@@ -208,12 +205,7 @@ async fn handle(gate: Arc<Gate>, pid: Option<i32>, req: Request<hyper::body::Inc
 /// The caller's pod, from the watcher's index, or from a fresh walk for a
 /// container started a moment ago that the watcher has not filed yet.
 fn pod_of(gate: &Gate, caller: &Caller) -> Result<Pod, String> {
-    if let Some(p) = gate
-        .index
-        .read()
-        .unwrap_or_else(|p| p.into_inner())
-        .pod(&caller.pod)
-    {
+    if let Some(p) = sync::read(&gate.index).pod(&caller.pod) {
         return Ok(p.clone());
     }
     PodIndex::build(&gate.hier)

@@ -12,10 +12,11 @@
 //! the log line beside it is the record).
 
 use std::{
-    sync::{Arc, Mutex, PoisonError},
+    sync::{Arc, Mutex},
     time::Duration,
 };
 
+use crate::sync;
 use k8s_openapi::{
     api::core::v1::{Event, EventSource, ObjectReference},
     apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time},
@@ -65,7 +66,7 @@ impl EventPoster {
     }
 
     pub(crate) fn set_client(&self, c: Client) {
-        *self.client.lock().unwrap_or_else(PoisonError::into_inner) = Some(c);
+        *sync::lock(&self.client) = Some(c);
     }
 
     /// Posts one Event on `pod`: `reason` (UpperCamelCase), a one-line
@@ -98,12 +99,7 @@ impl EventPoster {
         message: &str,
         warning: bool,
     ) -> Result<(), EventError> {
-        let client = self
-            .client
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-            .ok_or(EventError::NotConnected)?;
+        let client = sync::lock(&self.client).clone().ok_or(EventError::NotConnected)?;
         let ev = build_event(pod, reason, message, warning, &self.node, Timestamp::now());
         let api: Api<Event> = Api::namespaced(client, &pod.namespace);
         match tokio::time::timeout(self.timeout, api.create(&PostParams::default(), &ev)).await {

@@ -27,7 +27,7 @@
 use std::{
     collections::{BTreeSet, HashMap, HashSet, VecDeque},
     path::{Path, PathBuf},
-    sync::{Arc, Mutex, PoisonError, RwLock},
+    sync::{Arc, Mutex, RwLock},
 };
 
 use graceful_common::watch as watch_flags;
@@ -48,6 +48,7 @@ use crate::{
     bpf::loader::monotonic_ns,
     drain::events::Kernel,
     resolver::index::{Change, PodIndex},
+    sync,
 };
 
 /// How many reports [`Terminations::recent`] keeps.
@@ -220,7 +221,7 @@ impl Terminations {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
-        self.shared.lock().unwrap_or_else(PoisonError::into_inner)
+        sync::lock(&self.shared)
     }
 }
 
@@ -383,15 +384,15 @@ impl Actor {
 
     /// The pod's cgroups in the tree now.
     fn pod_cgroups(&self, uid: &str) -> BTreeSet<u64> {
-        let index = self.index.read().unwrap_or_else(PoisonError::into_inner);
+        let index = sync::read(&self.index);
         index.pod(uid).map(|p| p.cgroups.clone()).unwrap_or_default()
     }
 
     /// Puts the new ones of `cgroups` in the watch set and reads their counts.
     fn watch_cgroups(&mut self, uid: &str, t: &mut Tracked, cgroups: &BTreeSet<u64>) {
-        let index = self.index.read().unwrap_or_else(PoisonError::into_inner);
+        let index = sync::read(&self.index);
         let pod = index.pod(uid);
-        let mut w = self.kernel.watch.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut w = sync::lock(&self.kernel.watch);
         for &cg in cgroups {
             if t.cgroups.contains_key(&cg) {
                 continue;
@@ -467,7 +468,7 @@ impl Actor {
             self.tracked.insert(uid.to_string(), t);
         }
         let running = {
-            let index = self.index.read().unwrap_or_else(PoisonError::into_inner);
+            let index = sync::read(&self.index);
             index.pod(uid).is_some_and(|p| !p.containers.is_empty())
         };
         let open = self.observe(uid);
@@ -482,7 +483,7 @@ impl Actor {
     /// live process: gone from the tree, or all its processes exiting.
     /// For the pod's own cgroup, `(all)` if no container has one.
     fn exited_container(&self, uid: &str, cg: u64) -> Option<String> {
-        let index = self.index.read().unwrap_or_else(PoisonError::into_inner);
+        let index = sync::read(&self.index);
         let pod = index.pod(uid);
         let live = |path: &str| has_live_process(&self.mount.join(path.trim_start_matches('/')));
         if let Some(c) = pod.and_then(|p| p.containers.iter().find(|c| c.cgroups.contains(&cg))) {
@@ -506,11 +507,7 @@ impl Actor {
             deletion_ns: t.deletion_ns,
             deletion_requested_at: t.requested_at.map(|r| r.to_string()),
         };
-        self.shared
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .watching
-            .insert(uid.to_string(), w);
+        sync::lock(&self.shared).watching.insert(uid.to_string(), w);
     }
 
     fn report(&mut self, uid: &str, outcome: Outcome, open: u64, container: Option<String>) {
@@ -519,7 +516,7 @@ impl Actor {
         };
         let report_ns = monotonic_ns();
         {
-            let mut w = self.kernel.watch.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut w = sync::lock(&self.kernel.watch);
             for cg in t.cgroups.keys() {
                 w.remove(*cg);
                 self.by_cgroup.remove(cg);
@@ -566,7 +563,7 @@ impl Actor {
             r.message()
         );
         {
-            let mut s = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut s = sync::lock(&self.shared);
             s.watching.remove(uid);
             if s.recent.len() == RECENT {
                 s.recent.pop_front();

@@ -22,7 +22,7 @@ use std::{
     collections::HashMap,
     sync::{
         atomic::{AtomicU64, Ordering},
-        Arc, Mutex, PoisonError, RwLock,
+        Arc, Mutex, RwLock,
     },
     time::Duration,
 };
@@ -37,7 +37,7 @@ use tokio::sync::{broadcast, watch};
 use tracing::{debug, info, warn};
 
 use super::{config::Source, events::EventPoster, pod::PodInfo};
-use crate::resolver::index::PodIndex;
+use crate::{resolver::index::PodIndex, sync};
 
 #[derive(Clone, Debug)]
 pub struct WatchOptions {
@@ -177,23 +177,16 @@ impl PodStore {
             watches: s.watches.load(Ordering::Relaxed),
             bookmarks: s.bookmarks.load(Ordering::Relaxed),
             events: s.events.load(Ordering::Relaxed),
-            resource_version: self
-                .resource_version
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clone(),
+            resource_version: sync::lock(&self.resource_version).clone(),
         }
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Arc<PodInfo>>> {
-        self.pods.read().unwrap_or_else(PoisonError::into_inner)
+        sync::read(&self.pods)
     }
 
     fn set_rv(&self, rv: &str) {
-        *self
-            .resource_version
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some(rv.to_string());
+        *sync::lock(&self.resource_version) = Some(rv.to_string());
     }
 
     /// A pod added or modified.
@@ -204,17 +197,14 @@ impl PodStore {
         };
         let info = Arc::new(info);
         let unchanged = {
-            let mut pods = self.pods.write().unwrap_or_else(PoisonError::into_inner);
+            let mut pods = sync::write(&self.pods);
             let old = pods.insert(info.uid.clone(), info.clone());
             old.is_some_and(|o| *o == *info)
         };
         if unchanged {
             return;
         }
-        self.index
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .set_meta(&info.uid, Some(info.meta()));
+        sync::write(&self.index).set_meta(&info.uid, Some(info.meta()));
         let _ = self.tx.send(PodEvent::Applied(info));
     }
 
@@ -226,15 +216,8 @@ impl PodStore {
     }
 
     fn remove(&self, uid: &str, last: Option<Arc<PodInfo>>) {
-        let old = self
-            .pods
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(uid);
-        self.index
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .set_meta(uid, None);
+        let old = sync::write(&self.pods).remove(uid);
+        sync::write(&self.index).set_meta(uid, None);
         if let Some(info) = last.or(old) {
             let _ = self.tx.send(PodEvent::Deleted(info));
         }

@@ -22,7 +22,7 @@ use std::{
     path::{Path, PathBuf},
     sync::{
         atomic::{AtomicU64, Ordering},
-        Arc, PoisonError, RwLock, RwLockReadGuard,
+        Arc, RwLock, RwLockReadGuard,
     },
     time::{Duration, Instant},
 };
@@ -39,7 +39,7 @@ use super::{
     inotify::{self, Inotify, DIR_MASK},
     tree,
 };
-use crate::cgroupfs::Hierarchy;
+use crate::{cgroupfs::Hierarchy, sync};
 
 #[derive(Clone, Debug)]
 pub struct WatchConfig {
@@ -105,7 +105,7 @@ impl Resolver {
     /// The current index. A std lock, never held across an await: take
     /// what is needed and drop the guard.
     pub fn index(&self) -> RwLockReadGuard<'_, PodIndex> {
-        self.index.read().unwrap_or_else(PoisonError::into_inner)
+        sync::read(&self.index)
     }
 
     /// The lock itself, for whoever sets names on the index (the API watch).
@@ -247,7 +247,7 @@ impl Tree {
         let mut n = 0;
         let index = self.resolver.index.clone();
         {
-            let mut index = index.write().unwrap_or_else(PoisonError::into_inner);
+            let mut index = sync::write(&index);
             for ev in inotify::events(buf) {
                 n += 1;
                 if ev.mask & libc::IN_Q_OVERFLOW != 0 {
@@ -324,7 +324,7 @@ impl Tree {
         let started = Instant::now();
         let index = self.resolver.index.clone();
         let changes = {
-            let mut index = index.write().unwrap_or_else(PoisonError::into_inner);
+            let mut index = sync::write(&index);
             let mut fresh = index.fresh();
             // Watches of directories that still exist come back with the
             // same descriptors; those of removed ones are dropped.
