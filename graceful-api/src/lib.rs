@@ -169,43 +169,4 @@ fn one_line(s: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn requests_parse_with_defaults_and_reject_the_rest() {
-        let r = DrainRequest::parse(br#"{"policy":"quiet","max_ms":5000,"started_unix_ms":1}"#).unwrap();
-        assert_eq!(
-            (r.policy, r.scope, r.max_ms, r.settle_ms),
-            (Some(Policy::Quiet), None, Some(5000), None)
-        );
-        // Only the start is required: the rest comes from annotations and defaults.
-        let r = DrainRequest::parse(br#"{"started_unix_ms":7}"#).unwrap();
-        assert_eq!(
-            r,
-            DrainRequest {
-                started_unix_ms: 7,
-                ..Default::default()
-            }
-        );
-        assert_eq!(serde_json::to_string(&r).unwrap(), r#"{"started_unix_ms":7}"#);
-        for bad in [
-            &br#"{"policy":"soon","max_ms":1,"started_unix_ms":1}"#[..],
-            br#"{"policy":"drained","max_ms":0,"started_unix_ms":1}"#,
-            br#"{"policy":"drained","max_ms":1,"started_unix_ms":1,"pod":"someone-else"}"#,
-            br#"{"policy":"drained","max_ms":1,"started_unix_ms":1,"after_containers":[""]}"#,
-            br#"{"max_ms":1}"#,
-            b"{",
-            b"",
-            // Found by the fuzzer: a newline inside an unknown variant.
-            b"{\"policy\":\"a\nb\"}",
-        ] {
-            let e = DrainRequest::parse(bad).unwrap_err();
-            assert!(!e.contains('\n'), "{e}");
-        }
-        assert_eq!(
-            serde_json::to_string(&Reason::ContainersExited).unwrap(),
-            "\"containers-exited\""
-        );
-    }
-}
+mod tests;

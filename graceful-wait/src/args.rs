@@ -171,48 +171,4 @@ pub fn parse(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn p(args: &[&str]) -> Result<Args, String> {
-        parse(args.iter().map(|s| s.to_string()), |_| None)
-    }
-
-    #[test]
-    fn flags_and_durations() {
-        let a = p(&[
-            "--policy",
-            "quiet",
-            "--scope=container",
-            "--min",
-            "500ms",
-            "--max",
-            "1m",
-            "--after-containers",
-            "app,db",
-        ])
-        .unwrap();
-        assert_eq!(a.policy.as_deref(), Some("quiet"));
-        assert_eq!(a.scope.as_deref(), Some("container"));
-        assert_eq!(a.min, Some(Duration::from_millis(500)));
-        assert_eq!(a.max, Some(Duration::from_secs(60)));
-        assert_eq!(a.after_containers, Some(vec!["app".into(), "db".into()]));
-        assert_eq!(
-            a.request_json(7),
-            r#"{"policy":"quiet","scope":"container","min_ms":500,"max_ms":60000,"after_containers":["app","db"],"started_unix_ms":7}"#
-        );
-        // Flags left out are left to the pod's annotations and the agent.
-        assert_eq!(p(&[]).unwrap().request_json(1), r#"{"started_unix_ms":1}"#);
-        assert_eq!(duration("1m30s"), Ok(Duration::from_secs(90)));
-        assert!(p(&["--policy", "soon"]).is_err());
-        assert!(p(&["--min"]).is_err());
-        assert!(p(&["--max", "0s"]).is_err());
-        assert!(p(&["--bogus"]).is_err());
-        assert!(duration("5x").is_err());
-        let env = parse(Vec::new(), |k| {
-            (k == "GRACEFUL_SOCKET").then(|| "/x.sock".to_string())
-        })
-        .unwrap();
-        assert_eq!(env.socket, "/x.sock");
-    }
-}
+mod tests;
