@@ -3,7 +3,16 @@
 //! Everything here crosses the user/kernel boundary through BPF maps, so each
 //! struct is `#[repr(C)]`, made of fixed-width integers with explicit padding.
 //! Changing any of them changes the pinned map layout: bump [`LAYOUT_VERSION`].
-#![no_std]
+//!
+//! With the `std` feature (implied by `user`) it also holds what user space
+//! shares beyond those types: [`clock`], the programs' clock, and
+//! [`mountinfo`], the one parser of `/proc/*/mountinfo`.
+#![cfg_attr(not(feature = "std"), no_std)]
+
+#[cfg(feature = "std")]
+pub mod clock;
+#[cfg(feature = "std")]
+pub mod mountinfo;
 
 /// Version of the pinned map layout. A running node keeps its pinned maps
 /// across agent upgrades; an agent finding a different version refuses to

@@ -21,87 +21,12 @@ pub enum CgroupError {
     NoSuchCgroup { path: String, mount: PathBuf },
 }
 
+pub use graceful_common::mountinfo::{mounts, Mount};
+
 /// Where cgroup2 is mounted.
 pub fn mount_point() -> Result<PathBuf, CgroupError> {
     let text = std::fs::read_to_string("/proc/self/mountinfo").map_err(CgroupError::MountInfo)?;
-    parse_mountinfo(&text).ok_or(CgroupError::NoCgroup2)
-}
-
-/// The first cgroup2 mount in a mountinfo text. Its root must be `/`: a
-/// mount of a sub-tree (inside a container) would give ids relative to the
-/// wrong place.
-pub fn parse_mountinfo(text: &str) -> Option<PathBuf> {
-    let mut fallback = None;
-    for m in mounts(text).filter(|m| m.fstype == "cgroup2") {
-        if m.root == "/" {
-            return Some(m.mount_point);
-        }
-        fallback.get_or_insert(m.mount_point);
-    }
-    fallback
-}
-
-/// One line of a mountinfo text (proc(5)).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Mount {
-    /// The mount's id, unique on the system: a mount namespace made as a
-    /// copy of another gets new mounts, with new ids.
-    pub id: u64,
-    /// `major:minor` of the filesystem, the `st_dev` of the files on it:
-    /// two mounts of one superblock (a bind mount, or the same bpffs seen
-    /// from two mount namespaces) have the same.
-    pub dev: String,
-    /// The directory of the filesystem mounted here (`/` unless a sub-tree).
-    pub root: String,
-    pub mount_point: PathBuf,
-    /// Propagation: `shared:N`, `master:N`, `propagate_from:N`,
-    /// `unbindable`; none for a private mount.
-    pub optional: Vec<String>,
-    pub fstype: String,
-}
-
-/// Every mount of a mountinfo text, in its order: a later mount on the same
-/// point covers the earlier ones. The crate's one mountinfo parser.
-pub fn mounts(text: &str) -> impl Iterator<Item = Mount> + '_ {
-    text.lines().filter_map(|line| {
-        // id parent maj:min root mountpoint opts [optional...] - fstype source superopts
-        let (left, right) = line.split_once(" - ")?;
-        let fields: Vec<&str> = left.split_whitespace().collect();
-        if fields.len() < 5 {
-            return None;
-        }
-        Some(Mount {
-            id: fields[0].parse().ok()?,
-            dev: fields[2].to_string(),
-            root: unescape(fields[3]),
-            mount_point: PathBuf::from(unescape(fields[4])),
-            optional: fields
-                .get(6..)
-                .unwrap_or_default()
-                .iter()
-                .map(|f| f.to_string())
-                .collect(),
-            fstype: right.split_whitespace().next()?.to_string(),
-        })
-    })
-}
-
-/// mountinfo escapes spaces, tabs, newlines and backslashes as octal.
-fn unescape(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
-            let v = (b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0');
-            out.push(v);
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    graceful_common::mountinfo::cgroup2(&text).ok_or(CgroupError::NoCgroup2)
 }
 
 /// The cgroup2 hierarchy, from one mount.

@@ -102,29 +102,7 @@ struct Own {
     v2: bool,
 }
 
-/// The hierarchy where memory is accounted, from a mountinfo text: the v1
-/// memory hierarchy if there is one (a hybrid host), else the cgroup2
-/// mount ([`crate::cgroupfs::parse_mountinfo`]'s). Returns its mount point
-/// and whether it is v2.
-pub fn memory_hierarchy(mountinfo: &str) -> Option<(PathBuf, bool)> {
-    for line in mountinfo.lines() {
-        let Some((left, right)) = line.split_once(" - ") else {
-            continue;
-        };
-        let mut r = right.split_whitespace();
-        let (fstype, options) = (r.next(), r.nth(1));
-        let fields: Vec<&str> = left.split_whitespace().collect();
-        // The hierarchy's root, not a sub-tree mounted elsewhere.
-        if fstype == Some("cgroup")
-            && options.is_some_and(|o| o.split(',').any(|x| x == "memory"))
-            && fields.len() >= 5
-            && fields[3] == "/"
-        {
-            return Some((PathBuf::from(fields[4].replace("\\040", " ")), false));
-        }
-    }
-    crate::cgroupfs::parse_mountinfo(mountinfo).map(|m| (m, true))
-}
+pub use graceful_common::mountinfo::memory_hierarchy;
 
 /// The calling process's memory cgroup, found once: a process does not
 /// change cgroups, and the search below may walk the tree.

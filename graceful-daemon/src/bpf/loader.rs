@@ -374,16 +374,9 @@ pub fn uninstall(pins: &PinDir) -> std::io::Result<Vec<PathBuf>> {
     Ok(removed)
 }
 
-/// CLOCK_MONOTONIC now, in the programs' unit.
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid out-pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+/// The programs' clock; kept here for the tests and tools that import it
+/// from this path.
+pub use graceful_common::clock::monotonic_ns;
 
 /// Loads and attaches the programs without pinning anything, then lets them
 /// go: `graceful doctor`'s proof that this kernel takes them. `Ok` carries

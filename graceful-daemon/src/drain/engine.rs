@@ -11,7 +11,7 @@ use super::{
     events::{EventsError, Kernel},
     policy::{decide, Decision, Observed, Params, Policy, Reason},
 };
-use crate::bpf::loader::monotonic_ns;
+use graceful_common::clock::monotonic_ns;
 
 /// One point of the inbound timeline: milliseconds since the drain started.
 #[derive(Clone, Copy, Debug, Serialize, serde::Deserialize, PartialEq, Eq)]

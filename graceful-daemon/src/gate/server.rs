@@ -28,7 +28,6 @@ use super::{
 use crate::{
     adopt::{netns::NetNs, repair::Repairer},
     api::metrics::Recorder,
-    bpf::loader::monotonic_ns,
     cgroupfs::Hierarchy,
     drain::{
         engine,
@@ -41,6 +40,7 @@ use crate::{
     resolver::index::{Pod, PodIndex},
     sync,
 };
+use graceful_common::clock::monotonic_ns;
 
 /// How long a client may take to send its body (its head:
 /// [`http_conn::HEAD_TIMEOUT`], answered with a 408 too).

@@ -45,11 +45,11 @@ use super::{
     watch::{PodEvent, PodStore},
 };
 use crate::{
-    bpf::loader::monotonic_ns,
     drain::events::Kernel,
     resolver::index::{Change, PodIndex},
     sync,
 };
+use graceful_common::clock::monotonic_ns;
 
 /// How many reports [`Terminations::recent`] keeps.
 const RECENT: usize = 256;
