@@ -22,20 +22,25 @@ use std::{
     collections::BTreeMap,
     io::{BufRead as _, BufReader},
     path::PathBuf,
-    process::{Child, ChildStdin, Command, Stdio},
     time::{Duration, Instant},
 };
 
-use anyhow::{bail, Context as _};
+use anyhow::bail;
 use serde_json::json;
 
 use super::{
     agent::{self, Agent, Started},
-    bpf::{self, MapInfo},
+    bpf::{self},
     cgroup::Cgroups,
     memcg::AgentMemcg,
     AgentArgs,
 };
+
+mod figures;
+mod workers;
+
+use figures::{bytes_mib, mib, print_maps, sk_storage_charged, Charge, Counts};
+use workers::{raise_own_nofile, spawn_worker, worker_addr, Workers};
 
 const PREFIX: &str = "graceful-bench-mem-";
 const PORT: u16 = 7100;
@@ -56,174 +61,6 @@ pub struct Args {
     pub target_rss_mib: f64,
     #[command(flatten)]
     pub agent: AgentArgs,
-}
-
-/// The worker processes; dropping closes their stdin (they exit) and reaps them.
-struct Workers {
-    children: Vec<(Child, Option<ChildStdin>)>,
-}
-
-impl Workers {
-    /// Closes every worker's stdin and waits for them all to exit.
-    fn stop(&mut self) {
-        for (_, stdin) in &mut self.children {
-            stdin.take();
-        }
-        let deadline = Instant::now() + Duration::from_secs(20);
-        for (child, _) in &mut self.children {
-            loop {
-                match child.try_wait() {
-                    Ok(Some(_)) | Err(_) => break,
-                    Ok(None) if Instant::now() > deadline => {
-                        let _ = child.kill();
-                        let _ = child.wait();
-                        break;
-                    }
-                    Ok(None) => std::thread::sleep(Duration::from_millis(5)),
-                }
-            }
-        }
-        self.children.clear();
-    }
-}
-
-impl Drop for Workers {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-/// 127.200.x.y, distinct per cgroup (up to 250 × 250).
-fn worker_addr(i: usize) -> String {
-    format!("127.200.{}.{}:{PORT}", i / 250, i % 250 + 1)
-}
-
-fn spawn_worker(dir: &std::path::Path, addr: &str, connections: usize) -> anyhow::Result<Child> {
-    // This very binary, even if a rebuild has replaced it on disk since.
-    let mut cmd = Command::new("/proc/self/exe");
-    cmd.args(["bench", "memory-worker", "--listen", addr, "--connections"])
-        .arg(connections.to_string())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
-    crate::util::spawn_into(&mut cmd, dir)?;
-    cmd.spawn()
-        .with_context(|| format!("start a worker in {}", dir.display()))
-}
-
-fn raise_own_nofile() {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: valid pointers to an rlimit.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
-            lim.rlim_cur = lim.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-        }
-    }
-}
-
-/// What `graceful cgroups` says about the bench's cgroups, against what the workers hold.
-#[derive(Debug, Default)]
-struct Counts {
-    rows: usize,
-    inbound: u64,
-    outbound: u64,
-    listeners: u64,
-    /// Cgroups whose own figures differ from their worker's.
-    wrong_rows: usize,
-}
-
-impl Counts {
-    fn read(agent: &Agent, per: &BTreeMap<String, u64>) -> anyhow::Result<Self> {
-        let mut c = Self::default();
-        for row in agent.cgroups()? {
-            let Some(path) = row.path.as_deref() else { continue };
-            let Some(&n) = per.get(path) else { continue };
-            c.rows += 1;
-            c.inbound += row.inbound_live;
-            c.outbound += row.outbound_live;
-            c.listeners += row.listeners;
-            if row.inbound_live != n || row.outbound_live != n || row.listeners != 1 {
-                c.wrong_rows += 1;
-            }
-        }
-        Ok(c)
-    }
-
-    fn ok(&self, connections: usize, cgroups: usize) -> bool {
-        self.rows == cgroups
-            && self.inbound == connections as u64
-            && self.outbound == connections as u64
-            && self.listeners == cgroups as u64
-            && self.wrong_rows == 0
-    }
-
-    fn line(&self, connections: usize, cgroups: usize) -> String {
-        format!(
-            "{} cgroups: inbound_live {} outbound_live {} listeners {} (expected {connections} / {connections} / {cgroups}, {} cgroup(s) off) → {}",
-            self.rows,
-            self.inbound,
-            self.outbound,
-            self.listeners,
-            self.wrong_rows,
-            if self.ok(connections, cgroups) { "OK" } else { "MISMATCH" }
-        )
-    }
-}
-
-/// Socket-local storage charged to one kind of socket.
-#[derive(Debug, Default, Clone, Copy)]
-struct Charged {
-    sockets: u64,
-    bytes: u64,
-}
-
-impl Charged {
-    fn add(&mut self, bytes: u64) {
-        self.sockets += 1;
-        self.bytes += bytes;
-    }
-
-    fn per_socket(&self) -> f64 {
-        self.bytes as f64 / self.sockets.max(1) as f64
-    }
-}
-
-/// Socket-local storage is charged to each socket (`sk_omem_alloc`, the `o`
-/// of `ss -m`), not to the map's memlock. Sums it over the workers' sockets:
-/// [outbound, inbound, listeners].
-fn sk_storage_charged() -> anyhow::Result<[Charged; 3]> {
-    let out = Command::new("ss")
-        .args(["-tanmHO", "( src 127.200.0.0/16 or dst 127.200.0.0/16 )"])
-        .output()
-        .context("run ss")?;
-    if !out.status.success() {
-        bail!("ss failed: {}", String::from_utf8_lossy(&out.stderr).trim());
-    }
-    let mut by_kind = [Charged::default(); 3];
-    let port = format!(":{PORT}");
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let Some((head, mem)) = line.split_once("skmem:(") else {
-            continue;
-        };
-        let o = mem
-            .split(',')
-            .find_map(|f| f.strip_prefix('o'))
-            .and_then(|o| o.trim_end_matches(')').parse::<u64>().ok())
-            .unwrap_or(0);
-        // State Recv-Q Send-Q Local Peer
-        let f: Vec<&str> = head.split_whitespace().collect();
-        let kind = match (f.first(), f.get(3)) {
-            (Some(&"LISTEN"), _) => 2,
-            (_, Some(local)) if local.ends_with(&port) => 1,
-            _ => 0,
-        };
-        by_kind[kind].add(o);
-    }
-    Ok(by_kind)
 }
 
 struct Phase {
@@ -272,63 +109,6 @@ fn start_and_measure(
         started: Some(started),
         counts: Some(counts),
     })
-}
-
-/// What the agent's memory cgroup was charged at one moment.
-#[derive(Clone, Copy)]
-struct Charge {
-    all: u64,
-    kernel: u64,
-}
-
-impl Charge {
-    fn read(memcg: &AgentMemcg) -> anyhow::Result<Self> {
-        Ok(Self {
-            all: memcg.charged()?,
-            kernel: memcg.kernel()?,
-        })
-    }
-
-    fn line(&self) -> String {
-        format!(
-            "agent's memory cgroup charged {:.1} MiB, of which kernel memory {:.1} MiB",
-            bytes_mib(self.all),
-            bytes_mib(self.kernel)
-        )
-    }
-}
-
-fn bytes_mib(b: u64) -> f64 {
-    b as f64 / 1048576.0
-}
-
-fn mib(kib: u64) -> f64 {
-    kib as f64 / 1024.0
-}
-
-fn print_maps(maps: &[MapInfo]) {
-    println!(
-        "  {:<20} {:<13} {:>9} {:>11} {:>7} {:>14}",
-        "map", "type", "key+value", "max_entries", "flags", "memlock bytes"
-    );
-    for m in maps {
-        println!(
-            "  {:<20} {:<13} {:>9} {:>11} {:>#7x} {:>14}",
-            if m.name.is_empty() { "?" } else { m.name.as_str() },
-            m.type_name(),
-            format!("{}+{}", m.key_size, m.value_size),
-            m.max_entries,
-            m.flags,
-            m.memlock
-        );
-    }
-    let total: u64 = maps.iter().map(|m| m.memlock).sum();
-    println!(
-        "  {:<65} {:>14} ({:.2} MiB)",
-        "total",
-        total,
-        total as f64 / 1048576.0
-    );
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
