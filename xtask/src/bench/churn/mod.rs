@@ -23,16 +23,22 @@
 
 use std::{path::PathBuf, time::Duration};
 
-use anyhow::{bail, Context as _};
+use anyhow::bail;
 use serde_json::json;
 
 use super::{
     agent::Agent,
     bpf,
     stats::Summary,
-    tcp_load::{self, Config, Outcome},
+    tcp_load::{self, Config},
     AgentArgs,
 };
+
+mod inside;
+mod round;
+
+use inside::{measure_attached, settle_detached, sysctl, time_inside};
+use round::{Cond, Round};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -71,180 +77,6 @@ pub struct Args {
     pub compare: Option<PathBuf>,
     #[command(flatten)]
     pub agent: AgentArgs,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Cond {
-    Without,
-    With,
-    /// The `--compare` agent.
-    Compared,
-}
-
-struct Round {
-    without: Outcome,
-    with: Outcome,
-    /// The `--compare` agent's window.
-    compared: Option<Outcome>,
-    /// The order the windows ran in.
-    order: Vec<Cond>,
-    /// Time from spawning the agent to its `ready` line (not measured load).
-    agent_ready: Duration,
-    /// Connections the agent counted (inbound_total) during its measurement.
-    agent_counted: u64,
-    /// `sock_set_state` programs loaded by someone else during the round.
-    foreign: usize,
-}
-
-impl Round {
-    fn ratio(&self) -> f64 {
-        self.with.per_second() / self.without.per_second()
-    }
-
-    fn cpu_ratio(&self) -> f64 {
-        self.with.cpu_us_per_conn() / self.without.cpu_us_per_conn()
-    }
-
-    /// "without→with", or with `--compare` e.g. "w.o→with→cmp".
-    fn order_label(&self) -> String {
-        let three = self.order.len() > 2;
-        let name = |c: &Cond| match c {
-            Cond::Without if three => "w.o",
-            Cond::Without => "without",
-            Cond::With => "with",
-            Cond::Compared => "cmp",
-        };
-        self.order.iter().map(name).collect::<Vec<_>>().join("→")
-    }
-
-    fn compared_ratio(&self) -> Option<f64> {
-        self.compared.map(|c| c.per_second() / self.without.per_second())
-    }
-
-    fn compared_cpu_ratio(&self) -> Option<f64> {
-        self.compared
-            .map(|c| c.cpu_us_per_conn() / self.without.cpu_us_per_conn())
-    }
-
-    /// Other work's share of the CPUs, the worst of the windows.
-    fn others_pct(&self) -> f64 {
-        let compared = self.compared.map_or(0.0, |c| c.others_pct());
-        self.without
-            .others_pct()
-            .max(self.with.others_pct())
-            .max(compared)
-    }
-
-    /// Nothing else disturbed either window.
-    fn clean(&self, max_others_pct: f64) -> bool {
-        self.foreign == 0 && self.others_pct() <= max_others_pct
-    }
-}
-
-fn sysctl(name: &str) -> String {
-    std::fs::read_to_string(format!("/proc/sys/{}", name.replace('.', "/")))
-        .map(|s| s.trim().replace('\t', " "))
-        .unwrap_or_else(|_| "?".into())
-}
-
-/// Waits for the kernel to free our program after `graceful uninstall`
-/// (it goes once the last link and descriptor are gone). What is left is
-/// someone else's.
-fn settle_detached() -> anyhow::Result<usize> {
-    let t0 = std::time::Instant::now();
-    loop {
-        let n = bpf::state_programs_loaded().context("list loaded BPF programs")?;
-        if n == 0 || t0.elapsed() > Duration::from_secs(2) {
-            return Ok(n);
-        }
-        super::sleep(Duration::from_millis(20))?;
-    }
-}
-
-/// Time spent inside the agent's programs, from the kernel's own run-time
-/// statistics: where the cost per connection lands, measured without the
-/// noise of a throughput ratio. Stats add two clock reads to every run of
-/// every program, so this window is kept out of the ratios.
-struct Inside {
-    /// Per program of [`bpf::PER_CONNECTION_PROGRAMS`]: ns per run, runs
-    /// per connection.
-    programs: [(f64, f64); 3],
-}
-
-impl Inside {
-    fn us_per_conn(&self) -> f64 {
-        self.programs.iter().map(|(ns, runs)| ns * runs).sum::<f64>() / 1e3
-    }
-
-    fn runs_per_conn(&self) -> f64 {
-        self.programs.iter().map(|(_, runs)| runs).sum()
-    }
-
-    fn ns_per_run(&self) -> f64 {
-        self.us_per_conn() * 1e3 / self.runs_per_conn()
-    }
-}
-
-/// One window with `agent` attached.
-struct Attached {
-    out: Outcome,
-    ready: Duration,
-    counted: u64,
-    foreign: usize,
-}
-
-fn measure_attached(agent: &mut Agent, cfg: &Config) -> anyhow::Result<Attached> {
-    let started = agent.start()?;
-    let loaded = bpf::state_programs_loaded()?;
-    if loaded == 0 {
-        bail!("the agent is ready but no sock_set_state program is loaded");
-    }
-    let before: u64 = agent.cgroups()?.iter().map(|r| r.inbound_total).sum();
-    let out = tcp_load::measure(cfg)?;
-    let after: u64 = agent.cgroups()?.iter().map(|r| r.inbound_total).sum();
-    let counted = after - before;
-    if counted < out.completed {
-        bail!(
-            "the agent counted {counted} inbound connections but {} completed: is it attached?",
-            out.completed
-        );
-    }
-    agent.stop()?;
-    agent.uninstall()?;
-    Ok(Attached {
-        out,
-        ready: started.ready_after,
-        counted,
-        foreign: loaded - 1,
-    })
-}
-
-fn time_inside(agent: &mut Agent, cfg: &Config) -> anyhow::Result<Inside> {
-    agent.start()?;
-    let stats = bpf::RunTimeStats::enable().context("enabling BPF run-time statistics (BPF_ENABLE_STATS)")?;
-    let before = bpf::per_connection_run_times()?;
-    let out = tcp_load::measure(cfg)?;
-    let after = bpf::per_connection_run_times()?;
-    drop(stats);
-    agent.stop()?;
-    agent.uninstall()?;
-    let mut programs = [(0.0, 0.0); 3];
-    for (k, p) in programs.iter_mut().enumerate() {
-        let (ns, runs) = (
-            after[k].0.saturating_sub(before[k].0),
-            after[k].1.saturating_sub(before[k].1),
-        );
-        if runs > 0 && out.completed > 0 {
-            *p = (ns as f64 / runs as f64, runs as f64 / out.completed as f64);
-        }
-    }
-    if programs[0].1 == 0.0 {
-        bail!(
-            "the state program did not run during the run-time window ({} connections)",
-            out.completed
-        );
-    }
-    Ok(Inside { programs })
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
