@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::{
     adopt::pass::Report as AdoptReport,
-    bpf::{counters, paths::PinDir},
+    bpf::paths::PinDir,
     gate::{
         api::{ActiveDrain, DrainReport},
         server::Gate,
@@ -159,7 +159,7 @@ impl Node {
     /// before it returns) and the pinned maps read. The Kubernetes API is
     /// not a condition: counts and drains work without it.
     pub fn status(&self) -> Status {
-        let readable = counters::read_stats(&self.pins).is_ok();
+        let readable = self.gate.kernel.stats().is_ok();
         Status {
             ready: readable,
             programs: if readable { "attached" } else { "unreadable" },
@@ -192,7 +192,7 @@ impl Node {
                 outbound: rest.iter().map(|p| p.live.outbound_live).sum(),
             });
         }
-        let kernel = match counters::read_stats(&self.pins) {
+        let kernel = match self.gate.kernel.stats() {
             Ok(s) => KernelFigures {
                 events: s[stat::EVENTS as usize],
                 untracked: s[stat::UNTRACKED as usize],

@@ -3,30 +3,10 @@
 //! holds a one-entry meta map with the layout version and value sizes; each
 //! map is also checked against its expected type and sizes.
 
-use std::path::PathBuf;
-
 use aya::maps::{Array, Map, MapData, MapType};
 use graceful_common::{names, AdoptEntry, CgroupCounters, Meta, SockOwner, LAYOUT_MAGIC, LAYOUT_VERSION};
 
-use super::paths::PinDir;
-
-#[derive(Debug, thiserror::Error)]
-pub enum LayoutError {
-    #[error("pinned maps in {dir} were written by a graceful with map layout v{found}, this one reads v{LAYOUT_VERSION}: run `graceful uninstall` (live counts are re-adopted at the next start, totals restart at zero), or start the daemon with --replace-incompatible-pins")]
-    Version { dir: PathBuf, found: u32 },
-    #[error("pinned map {path} is not what this graceful expects ({what}): run `graceful uninstall`, or start the daemon with --replace-incompatible-pins")]
-    Mismatch { path: PathBuf, what: String },
-    #[error("the maps in {dir} are pinned but their layout record is still empty after {waited_ms} ms: an agent is starting there, or one died while starting; if no agent is starting, run `graceful uninstall`")]
-    Unwritten { dir: PathBuf, waited_ms: u64 },
-    #[error(
-        "cannot read pinned map {path}: {source}; check that {path} is on a bpffs and that you are root"
-    )]
-    Open {
-        path: PathBuf,
-        #[source]
-        source: aya::maps::MapError,
-    },
-}
+use super::{error::MapError, maps::open_path as open, paths::PinDir};
 
 /// What the pin directory holds.
 #[derive(Debug, PartialEq, Eq)]
@@ -103,45 +83,37 @@ pub fn current_meta(attached_ns: u64) -> Meta {
     }
 }
 
-fn open(path: &std::path::Path) -> Result<MapData, LayoutError> {
-    MapData::from_pin(path).map_err(|source| LayoutError::Open {
-        path: path.into(),
-        source,
-    })
-}
-
 /// Reads the meta record of a pin directory.
-pub fn read_meta(pins: &PinDir) -> Result<Option<Meta>, LayoutError> {
+pub fn read_meta(pins: &PinDir) -> Result<Option<Meta>, MapError> {
     let path = pins.map(names::META);
     if !path.exists() {
         return Ok(None);
     }
     let data = open(&path)?;
-    let info = data.info().map_err(|source| LayoutError::Open {
+    let info = data.info().map_err(|source| MapError::Open {
         path: path.clone(),
         source,
     })?;
     if info.value_size() < 8 {
-        return Err(LayoutError::Mismatch {
+        return Err(MapError::Mismatch {
             path,
             what: format!("meta value of {} bytes", info.value_size()),
         });
     }
     if info.value_size() != std::mem::size_of::<Meta>() as u32 {
         // An older or newer meta: its first two words still say which layout.
-        return Err(LayoutError::Version {
+        return Err(MapError::Version {
             dir: pins.maps(),
             found: u32::MAX,
         });
     }
-    let array: Array<MapData, Meta> =
-        Array::try_from(Map::Array(data)).map_err(|source| LayoutError::Open {
-            path: path.clone(),
-            source,
-        })?;
+    let array: Array<MapData, Meta> = Array::try_from(Map::Array(data)).map_err(|source| MapError::Open {
+        path: path.clone(),
+        source,
+    })?;
     let meta = array
         .get(&0, 0)
-        .map_err(|source| LayoutError::Open { path, source })?;
+        .map_err(|source| MapError::Open { path, source })?;
     Ok(Some(meta))
 }
 
@@ -151,20 +123,20 @@ const UNWRITTEN_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 /// The meta record once written. An agent pins its maps as it loads them
 /// and writes the record right after; a reader that comes in between finds
 /// it all zero, and waits for it rather than call it a foreign layout.
-fn wait_written(pins: &PinDir) -> Result<Meta, LayoutError> {
+fn wait_written(pins: &PinDir) -> Result<Meta, MapError> {
     let t0 = std::time::Instant::now();
     loop {
         std::thread::sleep(std::time::Duration::from_millis(50));
         match read_meta(pins)? {
             Some(m) if m != Meta::default() => return Ok(m),
             None => {
-                return Err(LayoutError::Mismatch {
+                return Err(MapError::Mismatch {
                     path: pins.map(names::META),
                     what: "removed while being read".into(),
                 })
             }
             Some(_) if t0.elapsed() >= UNWRITTEN_WAIT => {
-                return Err(LayoutError::Unwritten {
+                return Err(MapError::Unwritten {
                     dir: pins.maps(),
                     waited_ms: t0.elapsed().as_millis() as u64,
                 })
@@ -175,7 +147,7 @@ fn wait_written(pins: &PinDir) -> Result<Meta, LayoutError> {
 }
 
 /// Checks every pinned map against this build's layout.
-pub fn check(pins: &PinDir) -> Result<PinState, LayoutError> {
+pub fn check(pins: &PinDir) -> Result<PinState, MapError> {
     let any = PinDir::map_names().iter().any(|n| pins.map(n).exists());
     if !any {
         return Ok(PinState::Empty);
@@ -186,19 +158,19 @@ pub fn check(pins: &PinDir) -> Result<PinState, LayoutError> {
     };
     match meta {
         None => {
-            return Err(LayoutError::Mismatch {
+            return Err(MapError::Mismatch {
                 path: pins.map(names::META),
                 what: "maps are pinned but their layout record is missing".into(),
             })
         }
         Some(meta) if meta.magic != LAYOUT_MAGIC => {
-            return Err(LayoutError::Mismatch {
+            return Err(MapError::Mismatch {
                 path: pins.map(names::META),
                 what: format!("magic {:#x}", meta.magic),
             })
         }
         Some(meta) if meta.layout_version != LAYOUT_VERSION => {
-            return Err(LayoutError::Version {
+            return Err(MapError::Version {
                 dir: pins.maps(),
                 found: meta.layout_version,
             })
@@ -210,22 +182,22 @@ pub fn check(pins: &PinDir) -> Result<PinState, LayoutError> {
         if !path.exists() {
             // A map added in this version would be a layout change; one
             // missing means someone removed it by hand.
-            return Err(LayoutError::Mismatch {
+            return Err(MapError::Mismatch {
                 path,
                 what: "missing".into(),
             });
         }
         let data = open(&path)?;
-        let info = data.info().map_err(|source| LayoutError::Open {
+        let info = data.info().map_err(|source| MapError::Open {
             path: path.clone(),
             source,
         })?;
-        let map_type = info.map_type().map_err(|source| LayoutError::Open {
+        let map_type = info.map_type().map_err(|source| MapError::Open {
             path: path.clone(),
             source,
         })?;
         if map_type != e.map_type || info.key_size() != e.key_size || info.value_size() != e.value_size {
-            return Err(LayoutError::Mismatch {
+            return Err(MapError::Mismatch {
                 path,
                 what: format!(
                     "{:?} key {} value {}, expected {:?} key {} value {}",

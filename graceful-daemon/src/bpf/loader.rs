@@ -23,7 +23,8 @@ use tracing::{info, warn};
 use super::{
     bpffs,
     btf::Btf,
-    layout::{self, LayoutError, PinState},
+    error::MapError,
+    layout::{self, PinState},
     object::{fingerprint, OBJECT},
     paths::{PinDir, BPFFS},
 };
@@ -43,7 +44,7 @@ pub enum LoadError {
         source: std::io::Error,
     },
     #[error(transparent)]
-    Layout(#[from] LayoutError),
+    Layout(#[from] MapError),
     #[error("{0}")]
     Btf(#[from] super::btf::BtfError),
     #[error(
@@ -187,7 +188,7 @@ pub fn attach(pins: &PinDir, opts: &AttachOptions) -> Result<Attached, LoadError
         // Maps are pinned before the record is written and programs are
         // attached after it: an earlier agent died in between, and its
         // maps never counted anything.
-        Err(e @ LayoutError::Unwritten { .. }) => {
+        Err(e @ MapError::Unwritten { .. }) => {
             warn!(error = %e, "an earlier agent died while starting; replacing its pins");
             uninstall(pins).map_err(|e| pin_err("remove the pins of an unfinished start", e))?;
             prepare_pin_dir(pins)?;

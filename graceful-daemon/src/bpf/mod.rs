@@ -2,8 +2,14 @@
 //! loading and attaching, and reading the maps back.
 pub mod bpffs;
 pub mod btf;
-pub mod counters;
+pub mod error;
+pub mod kernel;
 pub mod layout;
 pub mod loader;
+pub mod maps;
 pub mod object;
 pub mod paths;
+pub mod ring;
+
+pub use error::MapError;
+pub use kernel::Kernel;

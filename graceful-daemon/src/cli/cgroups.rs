@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::table::Output;
 use crate::{
-    bpf::{counters, paths::PinDir},
+    bpf::{maps::Pinned, paths::PinDir},
     cgroupfs::Hierarchy,
 };
 
@@ -39,7 +39,7 @@ pub struct Row {
 }
 
 pub fn rows(pins: &PinDir, hier: &Hierarchy) -> anyhow::Result<Vec<Row>> {
-    let counts = counters::read_all(pins)?;
+    let counts = Pinned::open(pins)?.counters.all();
     let paths = hier.walk();
     Ok(counts
         .into_iter()

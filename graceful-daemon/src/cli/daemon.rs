@@ -15,12 +15,12 @@ use crate::{
     },
     api::{self, metrics::Recorder, node::Node, routes::Api},
     bpf::{
-        counters,
         loader::{self, AttachOptions},
+        maps,
         paths::PinDir,
+        Kernel,
     },
     cgroupfs::Hierarchy,
-    drain::events::Kernel,
     gate::{
         ingress::Ingress,
         pod_api::PodApi,
@@ -247,7 +247,7 @@ async fn serve(
             _ = gc.tick() => {
                 check_budget(&mut short);
                 let (pins, hier) = (pins.clone(), hier.clone());
-                match tokio::task::spawn_blocking(move || counters::collect_garbage(&pins, &hier)).await? {
+                match tokio::task::spawn_blocking(move || maps::collect_garbage(&pins, &hier)).await? {
                     Ok(0) => {}
                     Ok(n) => info!(removed = n, "dropped counters of removed cgroups"),
                     Err(e) => warn!(error = %e, "counter garbage collection failed"),

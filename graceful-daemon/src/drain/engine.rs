@@ -3,15 +3,12 @@
 
 use std::time::Duration;
 
-use graceful_common::watch;
+use graceful_common::{clock::monotonic_ns, watch};
 use serde::Serialize;
 use tokio::sync::broadcast::error::RecvError;
 
-use super::{
-    events::{EventsError, Kernel},
-    policy::{decide, Decision, Observed, Params, Policy, Reason},
-};
-use graceful_common::clock::monotonic_ns;
+use super::policy::{decide, Decision, Observed, Params, Policy, Reason};
+use crate::bpf::{Kernel, MapError};
 
 /// One point of the inbound timeline: milliseconds since the drain started.
 #[derive(Clone, Copy, Debug, Serialize, serde::Deserialize, PartialEq, Eq)]
@@ -68,7 +65,7 @@ pub async fn run(
     params: Params,
     exited: Option<impl std::future::Future<Output = ()>>,
     mut progress: impl FnMut(&Point),
-) -> Result<Report, EventsError> {
+) -> Result<Report, MapError> {
     let waits_for_exits = exited.is_some();
     let exited = async move {
         match exited {

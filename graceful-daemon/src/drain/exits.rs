@@ -25,8 +25,7 @@ use tokio::{
     sync::broadcast::{self, error::RecvError},
 };
 
-use super::events::Kernel;
-use crate::resolver::inotify::Inotify;
+use crate::{bpf::Kernel, resolver::inotify::Inotify};
 
 fn populated(dir: &Path) -> bool {
     std::fs::read_to_string(dir.join("cgroup.events"))

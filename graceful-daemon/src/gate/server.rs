@@ -13,6 +13,7 @@ use std::{
 };
 
 use bytes::Bytes;
+use graceful_common::clock::monotonic_ns;
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use tokio::{net::UnixListener, sync::broadcast};
@@ -28,10 +29,10 @@ use super::{
 use crate::{
     adopt::{netns::NetNs, repair::Repairer},
     api::metrics::Recorder,
+    bpf::Kernel,
     cgroupfs::Hierarchy,
     drain::{
         engine,
-        events::Kernel,
         exits::all_exited,
         policy::{Params, Policy},
     },
@@ -40,7 +41,6 @@ use crate::{
     resolver::index::{Pod, PodIndex},
     sync,
 };
-use graceful_common::clock::monotonic_ns;
 
 /// How long a client may take to send its body (its head:
 /// [`http_conn::HEAD_TIMEOUT`], answered with a 408 too).

@@ -39,7 +39,7 @@ use std::{
 use tokio::{sync::broadcast, task::JoinHandle};
 
 use crate::{
-    drain::events::Kernel,
+    bpf::Kernel,
     resolver::{index::Change, index::PodIndex},
 };
 

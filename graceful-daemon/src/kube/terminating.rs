@@ -30,6 +30,7 @@ use std::{
     sync::{Arc, Mutex, RwLock},
 };
 
+use graceful_common::clock::monotonic_ns;
 use graceful_common::watch as watch_flags;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
@@ -45,11 +46,10 @@ use super::{
     watch::{PodEvent, PodStore},
 };
 use crate::{
-    drain::events::Kernel,
+    bpf::Kernel,
     resolver::index::{Change, PodIndex},
     sync,
 };
-use graceful_common::clock::monotonic_ns;
 
 /// How many reports [`Terminations::recent`] keeps.
 const RECENT: usize = 256;

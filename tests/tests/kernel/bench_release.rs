@@ -16,10 +16,9 @@ use std::time::{Duration, Instant};
 
 use graceful::{
     adopt::sockdiag,
-    bpf::{loader::monotonic_ns, paths::PinDir},
+    bpf::{loader::monotonic_ns, paths::PinDir, Kernel},
     drain::{
         engine,
-        events::Kernel,
         exits::all_exited,
         policy::{Params, Policy, Reason},
     },
@@ -277,7 +276,7 @@ fn bench_quiet_release_latency() {
     let (_app, mut pool) = held_connections(pod.container(0), &lb, 8);
     let app_id = pod.container(0).id();
     // The payload timestamp is not in `graceful cgroups -o json`: read the map.
-    let counters = graceful::drain::events::Counters::open(&PinDir::new(&agent.pin_dir)).unwrap();
+    let counters = graceful::bpf::maps::Counters::open(&PinDir::new(&agent.pin_dir)).unwrap();
     let window = format!("{WINDOW_MS}ms");
     let mut ms = Vec::with_capacity(drains);
     for i in 0..drains {

@@ -4,10 +4,9 @@
 use std::time::Duration;
 
 use graceful::{
-    bpf::{loader::monotonic_ns, paths::PinDir},
+    bpf::{loader::monotonic_ns, paths::PinDir, Kernel},
     drain::{
         engine,
-        events::Kernel,
         policy::{Params, Policy, Reason},
     },
 };

@@ -4,10 +4,7 @@
 
 use std::time::Duration;
 
-use graceful::{
-    bpf::{loader::monotonic_ns, paths::PinDir},
-    drain::events::Kernel,
-};
+use graceful::bpf::{loader::monotonic_ns, paths::PinDir, Kernel};
 use graceful_common::{event, names, watch, Event};
 use graceful_tests::{agent::Agent, cgroup::Cgroup, peer::Peer};
 use tokio::sync::broadcast::{error::TryRecvError, Receiver};

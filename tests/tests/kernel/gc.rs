@@ -11,7 +11,7 @@ use std::{
 };
 
 use graceful::{
-    bpf::{counters::collect_garbage, paths::PinDir},
+    bpf::{maps::collect_garbage, paths::PinDir},
     cgroupfs::Hierarchy,
 };
 use graceful_tests::{

@@ -12,7 +12,7 @@
 //! socket destruction) this fails every run: 3 to 5 inbound counts of
 //! 20,000 connections never come down.
 
-use graceful::bpf::{counters::read_stats, paths::PinDir};
+use graceful::bpf::{maps::read_stats, paths::PinDir};
 use graceful_common::stat;
 use graceful_tests::{
     agent::Agent,

@@ -8,7 +8,7 @@
 use std::os::fd::OwnedFd;
 
 use aya::maps::{HashMap, Map, MapData, SkStorage};
-use graceful::bpf::{counters::read_stats, paths::PinDir};
+use graceful::bpf::{maps::read_stats, paths::PinDir};
 use graceful_common::{names, role, stat, CgroupCounters, SockOwner};
 use graceful_tests::{
     agent::Agent,

@@ -1,0 +1,202 @@
+//! The pinned maps, opened by path: one opener, and a type for each map
+//! user space reads or writes. They work whether or not an agent runs.
+//!
+//! - [`Counters`]: per-cgroup counts, read lock-free on every drain's look;
+//! - [`Stats`]: the programs' own figures;
+//! - [`WatchSet`]: the cgroups whose changes the kernel reports (the agent's
+//!   alone: opening it empties it);
+//! - [`Pinned`]: counters and stats after a layout check, for readers
+//!   without an agent (the CLI's offline path).
+
+use std::{collections::BTreeMap, path::Path};
+
+use aya::maps::{HashMap, Map, MapData, PerCpuArray};
+use graceful_common::{names, stat, CgroupCounters};
+
+use super::{
+    error::MapError,
+    layout::{self, PinState},
+    paths::PinDir,
+};
+use crate::cgroupfs::Hierarchy;
+
+/// Opens the map pinned at `path`: every pinned map is opened here.
+pub fn open_path(path: &Path) -> Result<MapData, MapError> {
+    MapData::from_pin(path).map_err(|source| MapError::Open {
+        path: path.into(),
+        source,
+    })
+}
+
+/// Opens the pinned map `name` of `pins` as a `T` (`Map::HashMap`, ...).
+fn open<T>(pins: &PinDir, name: &'static str, kind: fn(MapData) -> Map) -> Result<T, MapError>
+where
+    T: TryFrom<Map, Error = aya::maps::MapError>,
+{
+    let path = pins.map(name);
+    let data = open_path(&path)?;
+    T::try_from(kind(data)).map_err(|source| MapError::Open { path, source })
+}
+
+/// The per-cgroup counters.
+pub struct Counters {
+    map: HashMap<MapData, u64, CgroupCounters>,
+}
+
+impl Counters {
+    pub fn open(pins: &PinDir) -> Result<Self, MapError> {
+        Ok(Self {
+            map: open(pins, names::COUNTERS, Map::HashMap)?,
+        })
+    }
+
+    /// The counters of one cgroup; zero if it never had a connection.
+    pub fn get(&self, cgroup: u64) -> CgroupCounters {
+        self.map.get(&cgroup, 0).unwrap_or_default()
+    }
+
+    /// Every cgroup's counters. An entry deleted while iterating is
+    /// skipped, not an error.
+    pub fn all(&self) -> BTreeMap<u64, CgroupCounters> {
+        self.map.iter().flatten().collect()
+    }
+
+    /// Drops the counters of cgroups that no longer exist and hold no live
+    /// connection or listener, so the map never fills with dead pods. A
+    /// dead cgroup that still holds a count keeps it: its sockets outlive
+    /// it, and their closes must find the entry. Returns how many were
+    /// dropped.
+    ///
+    /// The walk of the cgroup tree is a snapshot, and the map changes under
+    /// this pass. Cgroup ids only grow, so an id above every id the walk
+    /// saw may be a cgroup created since: it is kept until a later pass.
+    /// Each entry is read again right before it is removed.
+    pub fn collect_garbage(&mut self, hier: &Hierarchy) -> usize {
+        let live_ids = hier.walk();
+        let newest = live_ids.keys().copied().max().unwrap_or(0);
+        let idle = |c: &CgroupCounters| c.inbound_live == 0 && c.outbound_live == 0 && c.listeners == 0;
+        let dead: Vec<u64> = self
+            .map
+            .iter()
+            .filter_map(Result::ok)
+            .filter(|(id, c)| *id < newest && !live_ids.contains_key(id) && idle(c))
+            .map(|(id, _)| id)
+            .collect();
+        let mut removed = 0;
+        for id in dead {
+            if self.map.get(&id, 0).is_ok_and(|c| idle(&c)) && self.map.remove(&id).is_ok() {
+                removed += 1;
+            }
+        }
+        removed
+    }
+}
+
+/// [`Counters::collect_garbage`] on a handle of its own (the agent's
+/// periodic pass; the drains' handle is shared and read-only).
+pub fn collect_garbage(pins: &PinDir, hier: &Hierarchy) -> Result<usize, MapError> {
+    Ok(Counters::open(pins)?.collect_garbage(hier))
+}
+
+/// The programs' own figures, per CPU.
+pub struct Stats {
+    map: PerCpuArray<MapData, u64>,
+}
+
+impl Stats {
+    pub fn open(pins: &PinDir) -> Result<Self, MapError> {
+        Ok(Self {
+            map: open(pins, names::STATS, Map::PerCpuArray)?,
+        })
+    }
+
+    /// The figures summed over CPUs, indexed by `graceful_common::stat`.
+    pub fn read(&self) -> Result<[u64; stat::COUNT as usize], MapError> {
+        let mut out = [0u64; stat::COUNT as usize];
+        for (i, slot) in out.iter_mut().enumerate() {
+            let values = self
+                .map
+                .get(&(i as u32), 0)
+                .map_err(MapError::using("read", "stats"))?;
+            *slot = values.iter().sum();
+        }
+        Ok(out)
+    }
+}
+
+/// [`Stats::read`] of a handle opened for it.
+pub fn read_stats(pins: &PinDir) -> Result<[u64; stat::COUNT as usize], MapError> {
+    Stats::open(pins)?.read()
+}
+
+/// The cgroups whose inbound changes the kernel reports, refcounted: two
+/// drains of one pod (app and sidecar) share the same cgroups.
+pub struct WatchSet {
+    map: HashMap<MapData, u64, u32>,
+    refs: std::collections::HashMap<u64, (u32, u32)>, // cgroup → (refcount, flags)
+}
+
+impl WatchSet {
+    /// Opens the pinned watch map and empties it: entries left by an agent
+    /// killed mid-drain belong to drains whose clients will re-register.
+    /// The agent's alone: a reader beside it would stop its drains.
+    pub fn open(pins: &PinDir) -> Result<Self, MapError> {
+        let mut map: HashMap<MapData, u64, u32> = open(pins, names::WATCH, Map::HashMap)?;
+        let stale: Vec<u64> = map.keys().filter_map(Result::ok).collect();
+        for k in stale {
+            let _ = map.remove(&k);
+        }
+        Ok(Self {
+            map,
+            refs: Default::default(),
+        })
+    }
+
+    pub fn add(&mut self, cgroup: u64, flags: u32) -> Result<(), MapError> {
+        let e = self.refs.entry(cgroup).or_insert((0, 0));
+        e.0 += 1;
+        e.1 |= flags;
+        let flags = e.1;
+        self.map
+            .insert(cgroup, flags, 0)
+            .map_err(MapError::using("update", "watch"))
+    }
+
+    pub fn remove(&mut self, cgroup: u64) {
+        if let Some(e) = self.refs.get_mut(&cgroup) {
+            e.0 -= 1;
+            if e.0 == 0 {
+                self.refs.remove(&cgroup);
+                let _ = self.map.remove(&cgroup);
+            }
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.refs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.refs.is_empty()
+    }
+}
+
+/// The counters and stats of a pin directory whose layout this build
+/// reads: what a reader without an agent opens (`graceful cgroups`, the
+/// offline `graceful pods`). Read-only: it never touches the watch map.
+pub struct Pinned {
+    pub counters: Counters,
+    pub stats: Stats,
+}
+
+impl Pinned {
+    pub fn open(pins: &PinDir) -> Result<Self, MapError> {
+        if layout::check(pins)? == PinState::Empty {
+            return Err(MapError::NotInstalled(pins.root().display().to_string()));
+        }
+        Ok(Self {
+            counters: Counters::open(pins)?,
+            stats: Stats::open(pins)?,
+        })
+    }
+}
