@@ -20,17 +20,19 @@ use std::{fs::File, io::Read as _};
 
 use aya::{
     maps::{HashMap, MapData},
-    programs::Iter,
     Ebpf,
 };
-use graceful_common::{names, role, AdoptEntry};
+use graceful_common::{role, AdoptEntry};
 use tracing::{debug, info, warn};
 
 use super::{
     netns::{self, NetNs},
     sockdiag::{self, tcp_state, Classified, Classifier, Role},
 };
-use crate::bpf::loader::{self, LoadError};
+use crate::bpf::{
+    loader::{self, LoadError},
+    maps, MapError,
+};
 
 /// What one adoption did.
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
@@ -49,6 +51,8 @@ pub struct Report {
 pub enum AdoptError {
     #[error(transparent)]
     Load(#[from] LoadError),
+    #[error(transparent)]
+    Open(#[from] MapError),
     #[error("cannot fill the adoption map: {0}")]
     Map(#[source] aya::maps::MapError),
     #[error("the pass's thread failed: {0}")]
@@ -65,16 +69,6 @@ fn entry(c: &Classified) -> AdoptEntry {
         },
         _pad: [0; 7],
     }
-}
-
-fn adopt_map(ebpf: &mut Ebpf) -> Result<HashMap<&mut MapData, u64, AdoptEntry>, AdoptError> {
-    let map = ebpf.map_mut(names::ADOPT).ok_or_else(|| {
-        AdoptError::Load(LoadError::Pin {
-            what: "find the adoption map".into(),
-            message: "missing".into(),
-        })
-    })?;
-    HashMap::try_from(map).map_err(AdoptError::Map)
 }
 
 enum Offer {
@@ -113,15 +107,6 @@ fn offer(map: &mut HashMap<&mut MapData, u64, AdoptEntry>) -> Result<Vec<u64>, O
     }
 }
 
-/// Opens an instance of the iterator. It walks the sockets of the calling
-/// thread's network namespace, taken now: reading it later, from anywhere,
-/// walks that namespace.
-fn open(prog: &mut Iter) -> std::io::Result<File> {
-    let id = prog.attach().map_err(std::io::Error::other)?;
-    let link = prog.take_link(id).map_err(std::io::Error::other)?;
-    link.into_file().map_err(std::io::Error::other)
-}
-
 /// Walks every socket of an opened iterator. Returns the number of sockets
 /// it repaired: the program writes one byte per socket it repaired, and
 /// nothing else.
@@ -147,7 +132,7 @@ pub fn adopt_all(ebpf: &mut Ebpf) -> Result<Report, AdoptError> {
             // 1. Offer this namespace's sockets to the kernel, classified
             //    as the dump streams in.
             let cookies = {
-                let mut map = adopt_map(ebpf)?;
+                let mut map = maps::adopt_map(ebpf)?;
                 match netns::run_in(ns, || offer(&mut map)) {
                     Ok(Ok(c)) => c,
                     Ok(Err(Offer::Map(e))) => return Err(AdoptError::Map(e)),
@@ -175,7 +160,7 @@ pub fn adopt_all(ebpf: &mut Ebpf) -> Result<Report, AdoptError> {
             }
 
             // 3. The map is only a hand-over: empty it.
-            let mut map = adopt_map(ebpf)?;
+            let mut map = maps::adopt_map(ebpf)?;
             for c in &cookies {
                 let _ = map.remove(c);
             }
@@ -206,13 +191,19 @@ pub fn adopt_all(ebpf: &mut Ebpf) -> Result<Report, AdoptError> {
 /// (it vanished, or could not be entered), and the pass goes on. Returns
 /// the number of sockets it repaired.
 fn iterate_in(ebpf: &mut Ebpf, ns: &NetNs) -> Result<std::io::Result<u64>, AdoptError> {
-    Ok(open_in(ebpf, ns)?.and_then(walk))
+    Ok(open_in(ns, || loader::open_iter(ebpf))?.and_then(walk))
 }
 
-/// Opens an instance of the iterator over `ns` (loading it the first
-/// time), to [`walk`] later: the walk needs nothing of `ebpf`. Errors as
-/// in [`iterate_in`].
-pub(super) fn open_in(ebpf: &mut Ebpf, ns: &NetNs) -> Result<std::io::Result<File>, AdoptError> {
-    let prog = loader::adoption_iter(ebpf)?;
-    Ok(netns::run_in(ns, || open(prog)).and_then(|r| r))
+/// Opens, with `open` run inside `ns`, an instance of the iterator over
+/// `ns`, to [`walk`] later: the walk needs nothing of the object. Errors
+/// as in [`iterate_in`].
+pub(super) fn open_in(
+    ns: &NetNs,
+    open: impl FnOnce() -> Result<std::io::Result<File>, LoadError> + Send,
+) -> Result<std::io::Result<File>, AdoptError> {
+    match netns::run_in(ns, open) {
+        Ok(opened) => Ok(opened?),
+        // The namespace could not be entered: the pass goes on.
+        Err(e) => Ok(Err(e)),
+    }
 }

@@ -9,18 +9,17 @@
 //! drain's first look at its counts.
 
 use std::{
-    sync::{Arc, Mutex},
+    sync::Arc,
     time::{Duration, Instant},
 };
 
-use aya::Ebpf;
 use tracing::{debug, info, warn};
 
 use super::{
     netns::{self, NetNs},
     pass::{open_in, walk, AdoptError},
 };
-use crate::{api::metrics::Recorder, sync};
+use crate::{api::metrics::Recorder, bpf::Kernel};
 
 /// What one repair pass did.
 #[derive(Clone, Debug, Default)]
@@ -36,20 +35,20 @@ pub struct Repair {
 /// in the metrics and the log.
 #[derive(Clone)]
 pub struct Repairer {
-    /// The agent's loaded object, shared with the drain gate's ingress program.
-    ebpf: Arc<Mutex<Ebpf>>,
+    /// The agent's handle, whose loaded object opens the iterators.
+    kernel: Kernel,
     metrics: Arc<Recorder>,
 }
 
 impl Repairer {
-    pub fn new(ebpf: Arc<Mutex<Ebpf>>, metrics: Arc<Recorder>) -> Self {
-        Self { ebpf, metrics }
+    pub fn new(kernel: Kernel, metrics: Arc<Recorder>) -> Self {
+        Self { kernel, metrics }
     }
 
     /// Every network namespace on the node: the periodic pass.
     pub async fn all(&self) {
-        let ebpf = self.ebpf.clone();
-        let pass = blocking(move || repair(&ebpf, &netns::scan_netns().namespaces)).await;
+        let kernel = self.kernel.clone();
+        let pass = blocking(move || repair(&kernel, &netns::scan_netns().namespaces)).await;
         match self.account(pass, "node") {
             Some(r) if r.repaired > 0 => info!(
                 repaired = r.repaired,
@@ -69,8 +68,8 @@ impl Repairer {
     /// One network namespace: a draining pod's, before the drain's first
     /// look. A failure costs only the repair; the drain goes on.
     pub async fn pod(&self, ns: NetNs, pod: &str) {
-        let ebpf = self.ebpf.clone();
-        let pass = blocking(move || repair(&ebpf, std::slice::from_ref(&ns))).await;
+        let kernel = self.kernel.clone();
+        let pass = blocking(move || repair(&kernel, std::slice::from_ref(&ns))).await;
         if let Some(r) = self.account(pass, pod) {
             if r.repaired > 0 {
                 info!(
@@ -111,18 +110,14 @@ async fn blocking(
 /// without the loaded object's lock: the lock is held only to open each
 /// namespace's iterator, so a drain that attaches its ingress program
 /// meanwhile does not wait for the walk.
-fn repair(ebpf: &Mutex<Ebpf>, namespaces: &[NetNs]) -> Result<Repair, AdoptError> {
+fn repair(kernel: &Kernel, namespaces: &[NetNs]) -> Result<Repair, AdoptError> {
     let started = Instant::now();
     let mut report = Repair {
         namespaces: namespaces.len(),
         ..Repair::default()
     };
     for ns in namespaces {
-        let opened = {
-            let mut ebpf = sync::lock(ebpf);
-            open_in(&mut ebpf, ns)?
-        };
-        match opened.and_then(walk) {
+        match open_in(ns, || kernel.open_iter_here())?.and_then(walk) {
             Ok(n) => report.repaired += n,
             Err(e) => {
                 debug!(ns = ns.inode, error = %e, "repair iterator failed");

@@ -1,14 +1,24 @@
 //! The agent's handle on the kernel side: the counters, the stats, the
 //! watch map and the event ring, opened once and shared by every drain,
-//! terminating pod and API request.
+//! terminating pod and API request; and the loaded object, through which
+//! everything attached at run time goes (the ingress program of a quiet
+//! drain, the adoption iterator of a repair pass).
 
-use std::sync::{Arc, Mutex};
+use std::{
+    fs::File,
+    io,
+    path::Path,
+    sync::{Arc, Mutex},
+};
 
+use aya::{programs::cgroup_skb::CgroupSkbLinkId, Ebpf};
 use graceful_common::{stat, Event};
 use tokio::sync::broadcast;
+use tracing::warn;
 
 use super::{
     error::MapError,
+    loader::{self, LoadError},
     maps::{Counters, Stats, WatchSet},
     paths::PinDir,
     ring,
@@ -26,6 +36,16 @@ pub struct Kernel {
     pub events: broadcast::Sender<Event>,
     stats: Arc<Stats>,
     _reader: Arc<ring::Reader>,
+    /// `None` for a handle on the maps alone (tests of the drain engine).
+    object: Option<Arc<Object>>,
+}
+
+/// The loaded object. Its lock is held only to attach, detach or open an
+/// iterator, never across a walk or a drain.
+struct Object {
+    ebpf: Mutex<Ebpf>,
+    /// The ingress program loaded: quiet drains can see inbound payload.
+    ingress: bool,
 }
 
 impl Kernel {
@@ -41,7 +61,49 @@ impl Kernel {
             events,
             stats: Arc::new(Stats::open(pins)?),
             _reader: Arc::new(reader),
+            object: None,
         })
+    }
+
+    /// This handle, with the agent's loaded object to attach through.
+    pub fn with_object(self, mut ebpf: Ebpf) -> Self {
+        let ingress = match loader::load_ingress(&mut ebpf) {
+            Ok(()) => true,
+            Err(e) => {
+                warn!(error = %e, "the ingress program did not load: the quiet policy sees new connections only");
+                false
+            }
+        };
+        Self {
+            object: Some(Arc::new(Object {
+                ebpf: Mutex::new(ebpf),
+                ingress,
+            })),
+            ..self
+        }
+    }
+
+    /// Watches inbound payload into the cgroup directory `dir` (the
+    /// ingress program attached) until the guard drops. `None` when the
+    /// program is not loaded.
+    pub fn watch_payload(&self, dir: &Path) -> Option<Result<Payload, LoadError>> {
+        let object = self.object.as_ref().filter(|o| o.ingress)?;
+        let attached = loader::attach_ingress(&mut sync::lock(&object.ebpf), dir);
+        Some(attached.map(|link| Payload {
+            object: object.clone(),
+            link: Some(link),
+        }))
+    }
+
+    /// Opens an instance of the adoption iterator over the calling
+    /// thread's network namespace ([`loader::open_iter`]), holding the
+    /// object's lock only for that: the walk needs nothing of it.
+    pub fn open_iter_here(&self) -> Result<io::Result<File>, LoadError> {
+        let object = self.object.as_ref().ok_or_else(|| LoadError::Pin {
+            what: "open the adoption iterator".into(),
+            message: "this handle has no loaded object".into(),
+        })?;
+        loader::open_iter(&mut sync::lock(&object.ebpf))
     }
 
     /// The programs' own figures, summed over CPUs.
@@ -79,6 +141,21 @@ impl Drop for Watched<'_> {
         let mut w = sync::lock(&self.kernel.watch);
         for c in &self.cgroups {
             w.remove(*c);
+        }
+    }
+}
+
+/// The ingress program on one cgroup, detached on drop.
+pub struct Payload {
+    object: Arc<Object>,
+    link: Option<CgroupSkbLinkId>,
+}
+
+impl Drop for Payload {
+    fn drop(&mut self) {
+        let Some(link) = self.link.take() else { return };
+        if loader::detach_ingress(&mut sync::lock(&self.object.ebpf), link).is_err() {
+            warn!("could not detach the ingress program from a drained cgroup");
         }
     }
 }

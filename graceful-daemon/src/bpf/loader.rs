@@ -10,11 +10,18 @@
 //!   missed, and the counted flag per socket keeps the overlap from counting
 //!   anything twice.
 
-use std::path::{Path, PathBuf};
+use std::{
+    fs::File,
+    io,
+    path::{Path, PathBuf},
+};
 
 use aya::{
     maps::{Array, MapData},
-    programs::{links::FdLink, tp_btf::BtfTracePointLinkId, BtfTracePoint, CgroupSkb, Iter},
+    programs::{
+        cgroup_skb::CgroupSkbLinkId, links::FdLink, tp_btf::BtfTracePointLinkId, BtfTracePoint,
+        CgroupAttachMode, CgroupSkb, CgroupSkbAttachType, Iter, Program, ProgramError,
+    },
     Ebpf, EbpfLoader,
 };
 use graceful_common::{names, Meta};
@@ -64,6 +71,12 @@ pub enum LoadError {
     },
     #[error("cannot {what}: {message}")]
     Pin { what: String, message: String },
+    #[error("cannot open cgroup {path}: {source}")]
+    Cgroup {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
 }
 
 /// Options for [`attach`].
@@ -146,6 +159,26 @@ fn pin_err(what: impl Into<String>, e: impl std::fmt::Display) -> LoadError {
         what: what.into(),
         message: e.to_string(),
     }
+}
+
+/// The error of a program step: `what` failed.
+fn program(what: impl Into<String>) -> impl FnOnce(ProgramError) -> LoadError {
+    let what = what.into();
+    move |e| LoadError::Program {
+        what,
+        source: Box::new(e),
+    }
+}
+
+/// The object's program `name` as its kind; `what` names it in errors.
+fn prog_mut<'a, T>(ebpf: &'a mut Ebpf, name: &str, what: &str) -> Result<&'a mut T, LoadError>
+where
+    &'a mut T: TryFrom<&'a mut Program, Error = ProgramError>,
+{
+    ebpf.program_mut(name)
+        .ok_or_else(|| pin_err(format!("find the {what} program"), "missing from object"))?
+        .try_into()
+        .map_err(program(format!("open the {what} program")))
 }
 
 /// Prepares the bpffs and the pin directory.
@@ -296,10 +329,7 @@ fn attach_and_pin(ebpf: &mut Ebpf, which: (&str, &str), path: &Path) -> Result<(
     let (prog, id) = attach_tp(ebpf, which)?;
     let link: FdLink = prog
         .take_link(id)
-        .map_err(|e| LoadError::Program {
-            what: format!("take the {} link", which.0),
-            source: Box::new(e),
-        })?
+        .map_err(program(format!("take the {} link", which.0)))?
         .into();
     link.pin(path)
         .map_err(|e| pin_err(format!("pin {}", path.display()), e))?;
@@ -313,45 +343,65 @@ fn attach_tp<'a>(
     (name, tracepoint): (&str, &str),
 ) -> Result<(&'a mut BtfTracePoint, BtfTracePointLinkId), LoadError> {
     let btf = aya::Btf::from_sys_fs().map_err(LoadError::KernelBtf)?;
-    let prog: &mut BtfTracePoint = ebpf
-        .program_mut(name)
-        .ok_or_else(|| pin_err(format!("find the {name} program"), "missing from object"))?
-        .try_into()
-        .map_err(|e| LoadError::Program {
-            what: format!("open the {name} program"),
-            source: Box::new(e),
-        })?;
-    prog.load(tracepoint, &btf).map_err(|e| LoadError::Program {
-        what: format!("load tp_btf/{tracepoint}"),
-        source: Box::new(e),
-    })?;
-    let id = prog.attach().map_err(|e| LoadError::Program {
-        what: format!("attach tp_btf/{tracepoint}"),
-        source: Box::new(e),
-    })?;
+    let prog: &mut BtfTracePoint = prog_mut(ebpf, name, name)?;
+    prog.load(tracepoint, &btf)
+        .map_err(program(format!("load tp_btf/{tracepoint}")))?;
+    let id = prog
+        .attach()
+        .map_err(program(format!("attach tp_btf/{tracepoint}")))?;
     Ok((prog, id))
 }
 
 /// Loads the adoption iterator from an attached object, the first time;
 /// later calls return it as loaded. (Only the load needs the kernel's BTF,
 /// whose parse costs tens of MiB and milliseconds: not once per namespace.)
-pub fn adoption_iter(ebpf: &mut Ebpf) -> Result<&mut Iter, LoadError> {
-    let prog: &mut Iter = ebpf
-        .program_mut(names::PROG_ADOPT)
-        .ok_or_else(|| pin_err("find the adoption program", "missing from object"))?
-        .try_into()
-        .map_err(|e| LoadError::Program {
-            what: "open the adoption program".into(),
-            source: Box::new(e),
-        })?;
+fn adoption_iter(ebpf: &mut Ebpf) -> Result<&mut Iter, LoadError> {
+    let prog: &mut Iter = prog_mut(ebpf, names::PROG_ADOPT, "adoption")?;
     if prog.fd().is_err() {
         let btf = aya::Btf::from_sys_fs().map_err(LoadError::KernelBtf)?;
-        prog.load("tcp", &btf).map_err(|e| LoadError::Program {
-            what: "load iter/tcp".into(),
-            source: Box::new(e),
-        })?;
+        prog.load("tcp", &btf).map_err(program("load iter/tcp"))?;
     }
     Ok(prog)
+}
+
+/// Opens an instance of the adoption iterator (loading it the first
+/// time). It walks the sockets of the calling thread's network namespace,
+/// taken now: reading it later, from anywhere, walks that namespace. The
+/// outer error is the program's; the inner one the namespace's.
+pub fn open_iter(ebpf: &mut Ebpf) -> Result<io::Result<File>, LoadError> {
+    let prog = adoption_iter(ebpf)?;
+    let open = |prog: &mut Iter| {
+        let id = prog.attach().map_err(io::Error::other)?;
+        let link = prog.take_link(id).map_err(io::Error::other)?;
+        link.into_file().map_err(io::Error::other)
+    };
+    Ok(open(prog))
+}
+
+/// Loads the inbound-payload program (`cgroup_skb/ingress`), attached to a
+/// draining scope's cgroup for the length of a quiet drain only.
+pub fn load_ingress(ebpf: &mut Ebpf) -> Result<(), LoadError> {
+    let prog: &mut CgroupSkb = prog_mut(ebpf, names::PROG_INGRESS, "ingress")?;
+    prog.load().map_err(program("load cgroup_skb/ingress"))
+}
+
+/// Attaches the loaded ingress program to the cgroup directory `dir`.
+pub fn attach_ingress(ebpf: &mut Ebpf, dir: &Path) -> Result<CgroupSkbLinkId, LoadError> {
+    let file = File::open(dir).map_err(|source| LoadError::Cgroup {
+        path: dir.into(),
+        source,
+    })?;
+    let prog: &mut CgroupSkb = prog_mut(ebpf, names::PROG_INGRESS, "ingress")?;
+    // A BPF link takes no attach flags, and links on a cgroup always run
+    // beside other programs: Single is the mode that passes no flags.
+    prog.attach(&file, CgroupSkbAttachType::Ingress, CgroupAttachMode::Single)
+        .map_err(program("attach cgroup_skb/ingress"))
+}
+
+/// Detaches the ingress program from the cgroup `link` attached it to.
+pub fn detach_ingress(ebpf: &mut Ebpf, link: CgroupSkbLinkId) -> Result<(), LoadError> {
+    let prog: &mut CgroupSkb = prog_mut(ebpf, names::PROG_INGRESS, "ingress")?;
+    prog.detach(link).map_err(program("detach cgroup_skb/ingress"))
 }
 
 /// Detaches everything and removes every pin under `pins`. Returns the
@@ -394,18 +444,7 @@ pub fn trial() -> Result<Option<String>, LoadError> {
     attach_tp(&mut ebpf, STATE)?;
     attach_tp(&mut ebpf, STATE_TWIN)?;
     adoption_iter(&mut ebpf)?;
-    let ingress: &mut CgroupSkb = ebpf
-        .program_mut(names::PROG_INGRESS)
-        .ok_or_else(|| pin_err("find the ingress program", "missing from object"))?
-        .try_into()
-        .map_err(|e| LoadError::Program {
-            what: "open the ingress program".into(),
-            source: Box::new(e),
-        })?;
-    ingress.load().map_err(|e| LoadError::Program {
-        what: "load cgroup_skb/ingress".into(),
-        source: Box::new(e),
-    })?;
+    load_ingress(&mut ebpf)?;
     let exits = match offsets.cgroup {
         Err(e) => Some(e),
         Ok(_) => attach_tp(&mut ebpf, POPULATED).err().map(|e| e.to_string()),

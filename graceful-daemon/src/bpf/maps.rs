@@ -6,12 +6,16 @@
 //! - [`WatchSet`]: the cgroups whose changes the kernel reports (the agent's
 //!   alone: opening it empties it);
 //! - [`Pinned`]: counters and stats after a layout check, for readers
-//!   without an agent (the CLI's offline path).
+//!   without an agent (the CLI's offline path);
+//! - [`adopt_map`]: the adoption hand-over, from the loaded object.
 
 use std::{collections::BTreeMap, path::Path};
 
-use aya::maps::{HashMap, Map, MapData, PerCpuArray};
-use graceful_common::{names, stat, CgroupCounters};
+use aya::{
+    maps::{HashMap, Map, MapData, PerCpuArray},
+    Ebpf,
+};
+use graceful_common::{names, stat, AdoptEntry, CgroupCounters};
 
 use super::{
     error::MapError,
@@ -199,4 +203,14 @@ impl Pinned {
             stats: Stats::open(pins)?,
         })
     }
+}
+
+/// The adoption map of the loaded object: cookie → owner, handed to the
+/// adoption iterator (see `adopt::pass`).
+pub fn adopt_map(ebpf: &mut Ebpf) -> Result<HashMap<&mut MapData, u64, AdoptEntry>, MapError> {
+    let map = ebpf.map_mut(names::ADOPT).ok_or_else(|| MapError::Mismatch {
+        path: names::ADOPT.into(),
+        what: "missing from the loaded object".into(),
+    })?;
+    HashMap::try_from(map).map_err(MapError::using("open", "adoption"))
 }

@@ -1,10 +1,6 @@
 //! `graceful daemon`: the node agent.
 
-use std::{
-    path::PathBuf,
-    sync::{Arc, Mutex},
-    time::Duration,
-};
+use std::{path::PathBuf, sync::Arc, time::Duration};
 
 use tracing::{error, info, warn};
 
@@ -22,7 +18,6 @@ use crate::{
     },
     cgroupfs::Hierarchy,
     gate::{
-        ingress::Ingress,
         pod_api::PodApi,
         server::{self, Gate},
     },
@@ -161,19 +156,11 @@ async fn serve(
     // the parent left it ignored (seen under a VM's init).
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
-    let kernel = Kernel::open(&pins)?;
+    let kernel = Kernel::open(&pins)?.with_object(ebpf);
     let watcher = Watcher::spawn(&hier, WatchConfig::default())?;
     let recorder = Arc::new(Recorder::default());
     recorder.repair(None, adoption.repaired);
-    let ebpf = Arc::new(Mutex::new(ebpf));
-    let repairer = Repairer::new(ebpf.clone(), recorder.clone());
-    let ingress = match Ingress::load(ebpf) {
-        Ok(i) => Some(i),
-        Err(e) => {
-            warn!(error = %e, "the ingress program did not load: the quiet policy sees new connections only");
-            None
-        }
-    };
+    let repairer = Repairer::new(kernel.clone(), recorder.clone());
     // Names, deletions and Events from the API; never blocks or fails the start.
     let kube = crate::kube::Kube::start(
         &args.kube,
@@ -196,7 +183,6 @@ async fn serve(
         kernel,
         watcher.resolver().shared(),
         hier.clone(),
-        ingress,
         recorder.clone(),
         pod_api,
         args.shutdown_budget,

@@ -22,7 +22,6 @@ use tracing::{info, warn};
 use super::{
     api::{ActiveDrain, DrainReport, DrainRequest, ErrorBody, GateEvent, Line, Scope, SelfView, MAX_BODY},
     identity::{identify, Caller},
-    ingress::Ingress,
     pod_api::PodApi,
     settings::{self, PodFacts},
 };
@@ -53,7 +52,6 @@ pub struct Gate {
     pub kernel: Kernel,
     pub index: Arc<RwLock<PodIndex>>,
     pub hier: Hierarchy,
-    pub ingress: Option<Arc<Ingress>>,
     pub metrics: Arc<Recorder>,
     /// Pods' annotations and grace periods, and Events; `None` standalone.
     pub pod_api: Option<PodApi>,
@@ -75,7 +73,6 @@ impl Gate {
         kernel: Kernel,
         index: Arc<RwLock<PodIndex>>,
         hier: Hierarchy,
-        ingress: Option<Arc<Ingress>>,
         metrics: Arc<Recorder>,
         pod_api: Option<PodApi>,
         budget: Duration,
@@ -84,7 +81,6 @@ impl Gate {
             kernel,
             index,
             hier,
-            ingress,
             metrics,
             pod_api,
             budget,
@@ -345,10 +341,11 @@ async fn drain(gate: Arc<Gate>, caller: Caller, req: Request<hyper::body::Incomi
     tokio::spawn(async move {
         // The quiet policy needs inbound payload: watch it only now, and
         // before the drain is listed, so a listed quiet drain sees payload.
-        let _ingress = match (&gate.ingress, acc.policy, &scope_dir) {
-            (Some(ing), Policy::Quiet, Some(dir)) => match ing.attach(dir) {
-                Ok(a) => Some(a),
-                Err(e) => {
+        let _payload = match (acc.policy, &scope_dir) {
+            (Policy::Quiet, Some(dir)) => match gate.kernel.watch_payload(dir) {
+                None => None,
+                Some(Ok(p)) => Some(p),
+                Some(Err(e)) => {
                     gate.metrics.error("ingress_attach");
                     warn!(error = format!("{e:#}"), dir = %dir.display(), "cannot watch inbound payload: quiet sees new connections only");
                     None
