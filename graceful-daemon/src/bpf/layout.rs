@@ -6,7 +6,7 @@
 use aya::maps::{Array, Map, MapData, MapType};
 use graceful_common::{names, AdoptEntry, CgroupCounters, Meta, SockOwner, LAYOUT_MAGIC, LAYOUT_VERSION};
 
-use super::{error::MapError, maps::open_path as open, paths::PinDir};
+use super::{error::MapError, open::open_path as open, paths::PinDir};
 
 /// What the pin directory holds.
 #[derive(Debug, PartialEq, Eq)]

@@ -1,5 +1,5 @@
-//! The pinned maps, opened by path: one opener, and a type for each map
-//! user space reads or writes. They work whether or not an agent runs.
+//! The pinned maps, opened by path through [`open_path`]: a type for each
+//! map user space reads or writes. They work whether or not an agent runs.
 //!
 //! - [`Counters`]: per-cgroup counts, read lock-free on every drain's look;
 //! - [`Stats`]: the programs' own figures;
@@ -9,7 +9,7 @@
 //!   without an agent (the CLI's offline path);
 //! - [`adopt_map`]: the adoption hand-over, from the loaded object.
 
-use std::{collections::BTreeMap, path::Path};
+use std::collections::BTreeMap;
 
 use aya::{
     maps::{HashMap, Map, MapData, PerCpuArray},
@@ -20,17 +20,10 @@ use graceful_common::{names, stat, AdoptEntry, CgroupCounters};
 use super::{
     error::MapError,
     layout::{self, PinState},
+    open::open_path,
     paths::PinDir,
 };
 use crate::cgroupfs::Hierarchy;
-
-/// Opens the map pinned at `path`: every pinned map is opened here.
-pub fn open_path(path: &Path) -> Result<MapData, MapError> {
-    MapData::from_pin(path).map_err(|source| MapError::Open {
-        path: path.into(),
-        source,
-    })
-}
 
 /// Opens the pinned map `name` of `pins` as a `T` (`Map::HashMap`, ...).
 fn open<T>(pins: &PinDir, name: &'static str, kind: fn(MapData) -> Map) -> Result<T, MapError>

@@ -8,6 +8,7 @@ pub mod layout;
 pub mod loader;
 pub mod maps;
 pub mod object;
+pub mod open;
 pub mod paths;
 pub mod ring;
 

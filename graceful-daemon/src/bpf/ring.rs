@@ -7,7 +7,7 @@ use graceful_common::{names, Event};
 use tokio::{io::unix::AsyncFd, sync::broadcast, task::AbortHandle};
 use tracing::warn;
 
-use super::{error::MapError, maps::open_path, paths::PinDir};
+use super::{error::MapError, open::open_path, paths::PinDir};
 
 /// The reader task, stopped when this drops.
 pub struct Reader {
