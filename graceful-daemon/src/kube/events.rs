@@ -44,7 +44,7 @@ pub enum EventError {
     NotConnected,
     #[error("the API did not answer within {0:?}")]
     Timeout(Duration),
-    #[error("{}", super::watch::chain(.0))]
+    #[error("{}", super::error::chain(.0))]
     Api(#[from] kube::Error),
 }
 

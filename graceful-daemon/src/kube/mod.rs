@@ -8,6 +8,7 @@
 //!   [`PodIndex::set_meta`](crate::resolver::index::PodIndex::set_meta) and a
 //!   richer [`PodStore`];
 //! - [`events`]: posting core/v1 Events on pods;
+//! - [`error`]: an API error and its causes on one line, for both;
 //! - [`terminating`]: the report every terminating pod gets, gated or not:
 //!   when its inbound count reaches zero after its deletion.
 //!
@@ -44,6 +45,7 @@ use crate::{
 };
 
 pub mod config;
+pub mod error;
 pub mod events;
 pub mod pod;
 pub mod terminating;

@@ -36,7 +36,7 @@ use kube::{
 use tokio::sync::{broadcast, watch};
 use tracing::{debug, info, warn};
 
-use super::{config::Source, events::EventPoster, pod::PodInfo};
+use super::{config::Source, error::chain, events::EventPoster, pod::PodInfo};
 use crate::{resolver::index::PodIndex, sync};
 
 #[derive(Clone, Debug)]
@@ -499,22 +499,6 @@ impl PodWatch {
             self.store.set_rv(to);
         }
     }
-}
-
-/// An error and its causes on one line, without repeats (hyper's
-/// "client error (Connect)" says little without its source).
-pub(crate) fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut src = e.source();
-    while let Some(s) = src {
-        let t = s.to_string();
-        if !out.contains(&t) {
-            out.push_str(": ");
-            out.push_str(&t);
-        }
-        src = s.source();
-    }
-    out
 }
 
 #[cfg(test)]
