@@ -24,6 +24,14 @@ pub struct Mount {
     pub super_options: String,
 }
 
+impl Mount {
+    /// Whether mounts and unmounts under it propagate to its peers
+    /// (`shared:N`), as on a systemd host.
+    pub fn is_shared(&self) -> bool {
+        self.optional.iter().any(|o| o.starts_with("shared:"))
+    }
+}
+
 /// Every mount of a mountinfo text, in its order: a later mount on the same
 /// point covers the earlier ones.
 pub fn mounts(text: &str) -> impl Iterator<Item = Mount> + '_ {

@@ -8,6 +8,7 @@ use std::{
 };
 
 use graceful_common::CgroupCounters;
+use graceful_test_support::{agent::Graceful, process};
 
 /// How long an agent may take to start. Under qemu's TCG the kernel
 /// verifies and attaches five programs at a fraction of native speed: a
@@ -56,11 +57,9 @@ pub fn api_sock_for(pin_dir: &Path) -> PathBuf {
 /// Runs `graceful ARGS` with this pin dir (and its agent's API socket) and
 /// returns its output.
 pub fn graceful(pin_dir: &Path, args: &[&str]) -> Output {
-    let child = Command::new(graceful_bin())
-        .args(args)
-        .env("GRACEFUL_PIN_DIR", pin_dir)
+    let child = Graceful::new(&graceful_bin(), pin_dir)
+        .command(args)
         .env("GRACEFUL_API_SOCKET", api_sock_for(pin_dir))
-        .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -72,46 +71,10 @@ pub fn graceful(pin_dir: &Path, args: &[&str]) -> Output {
     )
 }
 
-/// The child's exit status, or `None` if it still ran after `limit` (it
-/// is then killed and reaped).
-fn wait_within(child: &mut Child, limit: std::time::Duration) -> Option<std::process::ExitStatus> {
-    let deadline = std::time::Instant::now() + limit;
-    loop {
-        if let Some(status) = child.try_wait().expect("wait for a child") {
-            return Some(status);
-        }
-        if std::time::Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return None;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-}
-
 /// The child's output once it exits; a child still running after `limit`
 /// is killed and the test fails saying so, rather than hanging the suite.
-pub fn output_within(mut child: Child, limit: std::time::Duration, what: &str) -> Output {
-    let pipe = |r: Option<Box<dyn std::io::Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            if let Some(mut r) = r {
-                let _ = r.read_to_end(&mut buf);
-            }
-            buf
-        })
-    };
-    let out = pipe(child.stdout.take().map(|r| Box::new(r) as _));
-    let err = pipe(child.stderr.take().map(|r| Box::new(r) as _));
-    let Some(status) = wait_within(&mut child, limit) else {
-        let stderr = String::from_utf8_lossy(&err.join().unwrap_or_default()).into_owned();
-        panic!("{what} did not exit within {limit:?}: {stderr}");
-    };
-    Output {
-        status,
-        stdout: out.join().unwrap_or_default(),
-        stderr: err.join().unwrap_or_default(),
-    }
+pub fn output_within(child: Child, limit: std::time::Duration, what: &str) -> Output {
+    process::output_within(child, limit).unwrap_or_else(|e| panic!("{what}: {e}"))
 }
 
 impl Agent {
@@ -235,14 +198,10 @@ impl Agent {
     /// (an agent that ignores SIGTERM is a bug; a hung suite hides it).
     pub fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {
-            // SAFETY: signalling our own child.
-            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-            if wait_within(&mut c, std::time::Duration::from_secs(60)).is_none() && !std::thread::panicking()
-            {
-                panic!(
-                    "the agent did not exit within 60 s of SIGTERM: {}",
-                    self.log_text()
-                );
+            if let Err(e) = process::terminate(&mut c, std::time::Duration::from_secs(60)) {
+                if !std::thread::panicking() {
+                    panic!("the agent: {e}: {}", self.log_text());
+                }
             }
         }
     }

@@ -4,7 +4,6 @@
 pub mod agent;
 pub mod cgroup;
 pub mod cluster;
-pub mod memcg;
 pub mod netns;
 pub mod oracle;
 pub mod peer;
@@ -12,7 +11,7 @@ pub mod pod;
 pub mod rollout;
 pub mod stand_in;
 
-use std::sync::atomic::{AtomicU32, Ordering};
+pub use graceful_test_support::{memcg, monotonic_ns, unique, which};
 
 /// How late an event-driven release may land in a test. Tests prove *why*
 /// a drain was released (the kernel's close event, a container's exit, the
@@ -21,17 +20,6 @@ use std::sync::atomic::{AtomicU32, Ordering};
 /// machine that may be busy. A 1 s poll or a missed event, which these
 /// tests exist to catch, lands far outside this slack.
 pub const EVENT_SLACK_MS: u64 = 400;
-
-/// A name unique to this test process and call: `graceful-test-<pid>-<n>`.
-pub fn unique(kind: &str) -> String {
-    static N: AtomicU32 = AtomicU32::new(0);
-    format!(
-        "graceful-test-{}-{}-{}",
-        kind,
-        std::process::id(),
-        N.fetch_add(1, Ordering::SeqCst)
-    )
-}
 
 /// Runs a command, panicking with its output if it fails.
 pub fn sh(cmd: &str, args: &[&str]) -> String {
@@ -61,13 +49,4 @@ pub fn wait_for<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-}
-
-/// The first `name` on `PATH`.
-pub fn which(name: &str) -> Option<std::path::PathBuf> {
-    std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
 }

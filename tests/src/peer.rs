@@ -2,14 +2,15 @@
 //! optionally a network namespace before they run a line of their own.
 
 use std::{
-    io::{BufRead, BufReader, Write},
     os::{
         fd::{AsRawFd, FromRawFd, OwnedFd},
         unix::process::CommandExt,
     },
     path::PathBuf,
-    process::{Child, ChildStdin, ChildStdout, Command, Stdio},
+    process::{Command, Stdio},
 };
+
+use graceful_test_support::process::LineChild;
 
 use crate::{cgroup::Cgroup, netns::NetNs};
 
@@ -30,31 +31,25 @@ pub fn peer_bin() -> PathBuf {
 }
 
 pub struct Peer {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
+    line: LineChild,
 }
 
 impl Peer {
     /// Starts a peer in `cg`, inside `ns` if given.
     pub fn spawn(cg: &Cgroup, ns: Option<&NetNs>) -> Peer {
         let mut cmd = Command::new(peer_bin());
-        cmd.stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
+        cmd.stderr(Stdio::inherit());
         place(&mut cmd, cg, ns);
-        let mut child = cmd.spawn().expect("spawn graceful-peer");
-        let stdin = child.stdin.take().unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        Peer { child, stdin, stdout }
+        let line = LineChild::spawn(&mut cmd).expect("spawn graceful-peer");
+        Peer { line }
     }
 
     /// Sends one command; panics on `err`. Returns the words after `ok`.
     pub fn cmd(&mut self, line: &str) -> Vec<String> {
-        writeln!(self.stdin, "{line}").unwrap();
-        self.stdin.flush().unwrap();
-        let mut reply = String::new();
-        self.stdout.read_line(&mut reply).unwrap();
+        let reply = self
+            .line
+            .request(line)
+            .unwrap_or_else(|e| panic!("peer: {line:?}: {e}"));
         let mut words = reply.split_whitespace().map(str::to_string);
         match words.next().as_deref() {
             Some("ok") => words.collect(),
@@ -81,7 +76,7 @@ impl Peer {
     }
 
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.line.id()
     }
 
     /// A descriptor, in this process, of one of the peer's held accepted
@@ -107,15 +102,17 @@ impl Peer {
 
     /// SIGKILL: the kernel closes everything the peer held.
     pub fn kill(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let child = self.line.child_mut();
+        let _ = child.kill();
+        let _ = child.wait();
     }
 }
 
 impl Drop for Peer {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let child = self.line.child_mut();
+        let _ = child.kill();
+        let _ = child.wait();
     }
 }
 

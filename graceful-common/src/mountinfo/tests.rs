@@ -36,3 +36,13 @@ fn v1_only_has_no_mount() {
     let text = "32 30 0:28 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n";
     assert_eq!(cgroup2(text), None);
 }
+
+#[test]
+fn shared_only_with_a_shared_peer_group() {
+    let text = "78 23 0:71 / /sys/fs/bpf rw,relatime shared:8 - bpf bpf rw\n\
+                90 27 0:80 / /run/a rw master:3 shared:9 - tmpfs tmpfs rw\n\
+                91 27 0:81 / /run/b rw master:3 - tmpfs tmpfs rw\n\
+                92 27 0:82 / /run/c rw - tmpfs tmpfs rw\n";
+    let shared: Vec<bool> = mounts(text).map(|m| m.is_shared()).collect();
+    assert_eq!(shared, [true, true, false, false]);
+}

@@ -18,8 +18,8 @@ use std::{
     time::{Duration, Instant},
 };
 
+use crate::monotonic_ns;
 use anyhow::Context as _;
-use graceful::bpf::loader::monotonic_ns;
 use serde_json::Value;
 
 use super::{clients::Clients, pod::Pod, rollout, Cluster, Namespace};

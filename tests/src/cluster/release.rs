@@ -17,7 +17,7 @@
 
 use std::{collections::BTreeMap, fmt, time::Duration};
 
-use graceful::bpf::loader::monotonic_ns;
+use crate::monotonic_ns;
 
 use super::{clients::Clients, pod::Pod, Cluster, Namespace, TEST_APP_IMAGE};
 

@@ -23,8 +23,8 @@ use std::{
     time::{Duration, Instant},
 };
 
+use crate::monotonic_ns;
 use anyhow::{bail, Context as _};
-use graceful::bpf::loader::monotonic_ns;
 use serde_json::Value;
 
 use super::{pod::Pod, workspace, Cluster, Namespace};

@@ -40,8 +40,8 @@ use std::{
     time::Duration,
 };
 
+use crate::monotonic_ns;
 use anyhow::{bail, Context as _};
-use graceful::bpf::loader::monotonic_ns;
 
 use crate::agent::Agent;
 use lb::Haproxy;

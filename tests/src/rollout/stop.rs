@@ -7,8 +7,8 @@ use std::{
     time::Duration,
 };
 
+use crate::monotonic_ns;
 use anyhow::bail;
-use graceful::bpf::loader::monotonic_ns;
 
 static REQUESTED: AtomicBool = AtomicBool::new(false);
 

@@ -22,8 +22,8 @@ pub mod server;
 pub mod spop;
 pub mod waf_agent;
 
+use crate::monotonic_ns;
 use anyhow::{bail, Result};
-use graceful::bpf::loader::monotonic_ns;
 use std::mem::MaybeUninit;
 
 /// SIGTERM and SIGINT, blocked in every thread, taken with sigwait(2).

@@ -6,7 +6,7 @@
 
 use std::net::{TcpListener, TcpStream};
 
-use graceful_tests::{memcg::MemCgroup, wait_for};
+use graceful_tests::{memcg::MemCgroup, unique, wait_for};
 
 use super::*;
 
@@ -36,7 +36,7 @@ fn ss_sockets_on(port: u16) -> u64 {
 fn the_agent_reports_its_memory_cgroup_and_warns_before_its_limit() {
     require_root!();
     // Declared before the agent, so removed after it has stopped.
-    let memcg = MemCgroup::create();
+    let memcg = MemCgroup::create(&unique("memcg")).unwrap();
     let mut agent = Agent::new();
     agent.cgroup = Some(memcg.dir().to_path_buf());
     agent.daemon_args = vec!["--gc-interval".into(), "200ms".into()];
@@ -56,7 +56,7 @@ fn the_agent_reports_its_memory_cgroup_and_warns_before_its_limit() {
         "ss lists our 200 connections' 400 ends and the listener"
     );
 
-    let usage = memcg.usage();
+    let usage = memcg.usage().unwrap();
     let charged =
         metric(&agent, "graceful_memory_cgroup_bytes").expect("graceful_memory_cgroup_bytes in /metrics");
     assert!(
@@ -78,7 +78,7 @@ fn the_agent_reports_its_memory_cgroup_and_warns_before_its_limit() {
 
     // A limit it nearly fills: 91 %, over the 85 % it warns at.
     let tight = usage * 110 / 100;
-    memcg.set_limit(tight);
+    memcg.set_limit(tight).unwrap();
     wait_for(10, "the agent to warn that its memory cgroup is short", || {
         agent
             .log_text()
@@ -87,12 +87,12 @@ fn the_agent_reports_its_memory_cgroup_and_warns_before_its_limit() {
     });
     assert_eq!(
         metric(&agent, "graceful_memory_cgroup_limit_bytes"),
-        Some(memcg.limit() as f64)
+        Some(memcg.limit().unwrap() as f64)
     );
 
     // Room again: it says so, once.
     let roomy = usage * 4;
-    memcg.set_limit(roomy);
+    memcg.set_limit(roomy).unwrap();
     wait_for(10, "the agent to see room in its memory cgroup again", || {
         agent
             .log_text()
@@ -101,7 +101,7 @@ fn the_agent_reports_its_memory_cgroup_and_warns_before_its_limit() {
     });
     assert_eq!(
         metric(&agent, "graceful_memory_cgroup_limit_bytes"),
-        Some(memcg.limit() as f64)
+        Some(memcg.limit().unwrap() as f64)
     );
     let warnings = agent.log_text().matches("raise the agent's memory limit").count();
     assert_eq!(

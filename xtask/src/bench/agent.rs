@@ -5,12 +5,13 @@
 use std::{
     io::{BufRead as _, BufReader},
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
+    process::{Child, Stdio},
     sync::mpsc::{self, Receiver, RecvTimeoutError},
     time::{Duration, Instant},
 };
 
 use anyhow::{bail, Context as _};
+use graceful_test_support::agent::Graceful;
 use serde_json::Value;
 
 /// How long the agent may take to become ready (adopting 200k sockets included).
@@ -18,8 +19,7 @@ const READY_TIMEOUT: Duration = Duration::from_secs(300);
 const STOP_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub struct Agent {
-    bin: PathBuf,
-    pins: PathBuf,
+    graceful: Graceful,
     child: Option<Child>,
     /// `graceful daemon --repair-interval`, when set.
     repair_interval: Option<String>,
@@ -57,8 +57,7 @@ impl Agent {
     /// earlier run may have left there.
     pub fn new(bin: &Path, pins: &Path) -> anyhow::Result<Self> {
         let mut agent = Self {
-            bin: bin.to_path_buf(),
-            pins: pins.to_path_buf(),
+            graceful: Graceful::new(bin, pins),
             child: None,
             repair_interval: None,
             repairs: None,
@@ -72,12 +71,6 @@ impl Agent {
             agent.uninstall()?;
         }
         Ok(agent)
-    }
-
-    fn command(&self) -> Command {
-        let mut cmd = Command::new(&self.bin);
-        cmd.arg("--pin-dir").arg(&self.pins);
-        cmd
     }
 
     /// Starts the agent in `cgroup`, from before its first allocation
@@ -112,23 +105,15 @@ impl Agent {
             bail!("the agent is already running");
         }
         let t0 = Instant::now();
-        let mut cmd = self.command();
-        cmd.args(["--log-format", "json", "daemon"])
-            .env("RUST_LOG", "info");
+        let mut cmd = self.graceful.command(&["--log-format", "json", "daemon"]);
+        cmd.env("RUST_LOG", "info");
         if let Some(every) = &self.repair_interval {
             // The pass logs its duration at debug level.
             cmd.args(["--repair-interval", every])
                 .env("RUST_LOG", "info,graceful::adopt::repair=debug");
         }
-        if let Some(cg) = &self.cgroup {
-            crate::util::spawn_into(&mut cmd, cg)?;
-        }
-        let mut child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .with_context(|| format!("start {} daemon", self.bin.display()))?;
+        cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+        let mut child = self.graceful.spawn_daemon(cmd, self.cgroup.as_deref())?;
         let lines = log_reader(child.stderr.take().expect("piped"));
         self.child = Some(child);
         let mut started = Started::default();
@@ -201,62 +186,28 @@ impl Agent {
         let Some(mut child) = self.child.take() else {
             return Ok(());
         };
-        let pid = child.id() as libc::pid_t;
-        // SAFETY: `pid` is our own child, not yet reaped.
-        unsafe { libc::kill(pid, libc::SIGTERM) };
-        let t0 = Instant::now();
-        loop {
-            if let Some(status) = child.try_wait()? {
-                if !status.success() {
-                    eprintln!("warning: the agent exited with {status}");
-                }
-                return Ok(());
-            }
-            if t0.elapsed() > STOP_TIMEOUT {
-                let _ = child.kill();
-                let _ = child.wait();
-                bail!("the agent did not stop within {STOP_TIMEOUT:?} of SIGTERM; killed it");
-            }
-            std::thread::sleep(Duration::from_millis(10));
+        let status = Graceful::stop(&mut child, STOP_TIMEOUT)?;
+        if !status.success() {
+            eprintln!("warning: the agent exited with {status}");
         }
+        Ok(())
     }
 
     /// `graceful uninstall`: detaches the programs and removes the pins.
     pub fn uninstall(&mut self) -> anyhow::Result<()> {
-        let out = self
-            .command()
-            .arg("uninstall")
-            .output()
-            .context("run graceful uninstall")?;
-        if !out.status.success() {
-            bail!(
-                "graceful uninstall --pin-dir {} failed: {}",
-                self.pins.display(),
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
+        self.graceful.uninstall()?;
         Ok(())
     }
 
     /// Whether the pinned link of the state program exists.
     pub fn link_pinned(&self) -> bool {
-        std::fs::read_dir(self.pins.join("links")).is_ok_and(|mut d| d.next().is_some())
+        std::fs::read_dir(self.graceful.pin_dir.join("links")).is_ok_and(|mut d| d.next().is_some())
     }
 
     /// `graceful cgroups -o json -a`.
     pub fn cgroups(&self) -> anyhow::Result<Vec<Row>> {
-        let out = self
-            .command()
-            .args(["cgroups", "-o", "json", "-a"])
-            .output()
-            .context("run graceful cgroups")?;
-        if !out.status.success() {
-            bail!(
-                "graceful cgroups failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
-        let v: Value = serde_json::from_slice(&out.stdout).context("parse graceful cgroups -o json")?;
+        let out = self.graceful.cgroups_json()?;
+        let v: Value = serde_json::from_slice(&out).context("parse graceful cgroups -o json")?;
         let rows = v.as_array().context("graceful cgroups -o json: not an array")?;
         Ok(rows
             .iter()
@@ -276,7 +227,7 @@ impl Drop for Agent {
         if let Err(e) = self.stop() {
             eprintln!("cleanup: {e:#}");
         }
-        if self.pins.exists() {
+        if self.graceful.pin_dir.exists() {
             if let Err(e) = self.uninstall() {
                 eprintln!("cleanup: {e:#}");
             }

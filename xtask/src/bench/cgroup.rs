@@ -1,28 +1,14 @@
 //! The memory bench's cgroups: found on the cgroup2 mount, created, and
 //! removed on drop (after their processes are gone).
 
-use std::{
-    path::{Path, PathBuf},
-    time::Duration,
-};
+use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context as _};
+use anyhow::Context as _;
+use graceful_test_support::cgroup::{self, remove};
 
-/// The cgroup2 mount point, from `/proc/self/mountinfo`.
+/// The cgroup2 mount point.
 pub fn mount_point() -> anyhow::Result<PathBuf> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo")?;
-    for line in info.lines() {
-        let Some((left, right)) = line.split_once(" - ") else {
-            continue;
-        };
-        if right.split_whitespace().next() != Some("cgroup2") {
-            continue;
-        }
-        if let Some(mp) = left.split_whitespace().nth(4) {
-            return Ok(PathBuf::from(mp.replace("\\040", " ")));
-        }
-    }
-    bail!("no cgroup2 mount in /proc/self/mountinfo")
+    Ok(cgroup::mount()?)
 }
 
 /// Directories `<mount>/<prefix><i>`, removed on drop.
@@ -65,24 +51,6 @@ impl Cgroups {
     /// The cgroup's path as graceful reports it: relative to the mount, with a leading `/`.
     pub fn relative(&self, dir: &Path) -> String {
         format!("/{}", dir.strip_prefix(&self.mount).unwrap_or(dir).display())
-    }
-}
-
-/// rmdir, retried briefly: a cgroup stays busy until its last exited
-/// process is fully released.
-pub fn remove(dir: &Path) -> std::io::Result<()> {
-    let mut tries = 0;
-    loop {
-        match std::fs::remove_dir(dir) {
-            Ok(()) => return Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) if tries < 100 => {
-                let _ = e;
-                tries += 1;
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            Err(e) => return Err(e),
-        }
     }
 }
 

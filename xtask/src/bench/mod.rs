@@ -28,7 +28,6 @@ mod churn;
 mod cluster_release;
 mod cost;
 mod load;
-mod memcg;
 mod memory;
 mod release;
 mod stats;

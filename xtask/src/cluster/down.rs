@@ -79,7 +79,7 @@ pub fn run(paths: &Paths) -> anyhow::Result<()> {
 
     let mut points: Vec<PathBuf> = mounts::all()?
         .into_iter()
-        .map(|m| m.point)
+        .map(|m| m.mount_point)
         .filter(|p| is_cluster_mount(p, paths))
         .collect();
     points.sort();
@@ -212,7 +212,7 @@ fn cgroup_roots() -> Vec<PathBuf> {
         .unwrap_or_default()
         .into_iter()
         .filter(|m| m.fstype == "cgroup2" || m.fstype == "cgroup")
-        .map(|m| m.point)
+        .map(|m| m.mount_point)
         .collect()
 }
 

@@ -60,7 +60,7 @@ impl Footprint {
         let cgroups = all
             .iter()
             .filter(|m| m.fstype == "cgroup" || m.fstype == "cgroup2")
-            .flat_map(|m| names(&m.point).filter(|p| Path::new(p).is_dir()))
+            .flat_map(|m| names(&m.mount_point).filter(|p| Path::new(p).is_dir()))
             .collect();
         let processes = fs::read_dir("/proc")
             .into_iter()
@@ -78,7 +78,7 @@ impl Footprint {
             .filter(|c| PROGRAMS.iter().any(|p| c.starts_with(p)))
             .collect();
         Footprint {
-            mounts: all.iter().map(|m| m.point.display().to_string()).collect(),
+            mounts: all.iter().map(|m| m.mount_point.display().to_string()).collect(),
             netns: names(Path::new("/run/netns")).collect(),
             cgroups,
             links: lines(Command::new("ip").args(["-o", "link", "show"]))

@@ -20,6 +20,7 @@ use std::{
 };
 
 use anyhow::{bail, Context as _};
+use graceful_test_support::monotonic_ns;
 
 use super::procs::Proc;
 use crate::util;
@@ -29,17 +30,6 @@ pub struct Args {
     /// The server to connect to.
     #[arg(long)]
     connect: SocketAddr,
-}
-
-/// CLOCK_MONOTONIC in ns: the clock the eBPF programs stamp events with.
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid out-pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// One keep-alive request: `GET /`, read the response to its end.

@@ -6,7 +6,9 @@ use std::{collections::BTreeMap, process::Command};
 use anyhow::{bail, Context as _};
 
 use super::PORT;
-use crate::bench::{agent::Agent, bpf::MapInfo, memcg::AgentMemcg};
+use graceful_test_support::memcg::MemCgroup;
+
+use crate::bench::{agent::Agent, bpf::MapInfo};
 
 /// What `graceful cgroups` says about the bench's cgroups, against what the workers hold.
 #[derive(Debug, Default)]
@@ -117,9 +119,9 @@ pub(super) struct Charge {
 }
 
 impl Charge {
-    pub(super) fn read(memcg: &AgentMemcg) -> anyhow::Result<Self> {
+    pub(super) fn read(memcg: &MemCgroup) -> anyhow::Result<Self> {
         Ok(Self {
-            all: memcg.charged()?,
+            all: memcg.usage()?,
             kernel: memcg.kernel()?,
         })
     }

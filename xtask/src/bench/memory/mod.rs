@@ -15,7 +15,7 @@
 //!
 //! Each phase checks the counts of `graceful cgroups -o json` against what
 //! the workers hold, and reads what the agent's own memory cgroup was
-//! charged (`memcg.rs`): its RSS plus the kernel memory of its maps and of
+//! charged (graceful-test-support's `memcg`): its RSS plus the kernel memory of its maps and of
 //! every socket's storage, which is what its memory limit must hold.
 
 use std::{
@@ -26,13 +26,13 @@ use std::{
 };
 
 use anyhow::bail;
+use graceful_test_support::memcg::MemCgroup;
 use serde_json::json;
 
 use super::{
     agent::{self, Agent, Started},
     bpf::{self},
     cgroup::Cgroups,
-    memcg::AgentMemcg,
     AgentArgs,
 };
 
@@ -77,7 +77,7 @@ struct Phase {
 /// prints and returns its readiness, memory and counts as phase `name`.
 fn start_and_measure(
     agent: &mut Agent,
-    memcg: &AgentMemcg,
+    memcg: &MemCgroup,
     name: &'static str,
     per: &BTreeMap<String, u64>,
     connections: usize,
@@ -120,7 +120,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let bin = args.agent.binary()?;
     // Dropped in reverse order: workers, then cgroups, then the agent (stop + uninstall).
     // Declared first, so dropped last: after the agent has stopped.
-    let memcg = AgentMemcg::create()?;
+    let memcg = MemCgroup::create("graceful-bench-agent")?;
     let mut agent = Agent::new(&bin, &args.pin_dir)?;
     agent.repair_every("1s");
     agent.in_cgroup(memcg.dir());

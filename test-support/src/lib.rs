@@ -1,0 +1,42 @@
+//! What graceful's integration tests (`graceful-tests`) and its tasks
+//! (`xtask`) share, each once:
+//!
+//! - [`agent`]: `graceful daemon` as a child process on a pin directory of
+//!   its own: started, stopped within a bound, uninstalled;
+//! - [`cgroup`]: cgroup v2 directories made and removed, processes started
+//!   inside one;
+//! - [`memcg`]: a memory cgroup (v2, or the v1 hierarchy of a hybrid host);
+//! - [`process`]: children waited for within a bound, and children driven
+//!   one line at a time (the tests' peers, the demo's client);
+//! - the programs' clock and the mountinfo parser, from graceful-common.
+//!
+//! Std and libc only: xtask builds the agent, so nothing here depends on it.
+
+pub mod agent;
+pub mod cgroup;
+pub mod memcg;
+pub mod process;
+
+pub use graceful_common::{clock::monotonic_ns, mountinfo};
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// A name unique to this process and call: `graceful-test-<kind>-<pid>-<n>`.
+pub fn unique(kind: &str) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "graceful-test-{}-{}-{}",
+        kind,
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    )
+}
+
+/// The first `name` on `PATH`.
+pub fn which(name: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
