@@ -7,6 +7,7 @@
 //! - [`resolver`]: which pod and container a cgroup belongs to;
 //! - [`kube`]: names, deletions and Events from the Kubernetes API;
 //! - [`gate`]: the drain gate that `graceful-wait` calls;
+//! - [`metrics`]: what the agent counts and what `/metrics` reads at scrape time;
 //! - [`api`]: the local API, `/metrics` included;
 //! - [`memcg`]: the agent's memory budget, which grows with the node's sockets;
 //! - [`cli`]: the `graceful` command line, the agent included.
@@ -23,6 +24,7 @@ pub mod kernel;
 pub mod kube;
 pub mod logging;
 pub mod memcg;
+pub mod metrics;
 pub mod reply;
 pub mod resolver;
 pub mod sync;

@@ -19,7 +19,7 @@ use super::{
     netns::{self, NetNs},
     pass::{open_in, walk, AdoptError},
 };
-use crate::{api::metrics::Recorder, bpf::Kernel};
+use crate::{bpf::Kernel, metrics::Recorder};
 
 /// What one repair pass did.
 #[derive(Clone, Debug, Default)]

@@ -15,10 +15,8 @@
 //! - [`node`]: what the agent knows, gathered for the API;
 //! - [`routes`]: the handlers;
 //! - [`feed`]: the event stream;
-//! - [`metrics`]: counters, histograms and scrape-time gauges;
 //! - [`server`]: the listeners.
 pub mod feed;
-pub mod metrics;
 pub mod node;
 pub mod routes;
 pub mod server;

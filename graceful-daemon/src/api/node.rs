@@ -18,6 +18,7 @@ use crate::{
         server::Gate,
     },
     kube::{terminating::Watched, ApiState, Kube, TerminationReport},
+    metrics::{AdoptionFigures, KernelFigures, LiveSource, MetricsSnapshot, PodFigures},
     resolver::{
         counts::{sort_pods, views, PodState, PodView},
         index::PodIndex,
@@ -54,38 +55,6 @@ pub struct Status {
     /// `connected`, `connecting`, `lost`, or `standalone` (no API configured).
     pub kube_api: &'static str,
     pub version: &'static str,
-}
-
-pub struct PodFigures {
-    pub namespace: String,
-    pub pod: String,
-    pub inbound: u64,
-    pub outbound: u64,
-}
-
-#[derive(Default)]
-pub struct KernelFigures {
-    pub events: u64,
-    pub untracked: u64,
-    pub adopted: u64,
-    pub storage_failed: u64,
-    pub counters_full: u64,
-    pub underflow: u64,
-    pub events_lost: u64,
-    pub caught: u64,
-}
-
-pub struct MetricsSnapshot {
-    pub pods: Vec<PodFigures>,
-    pub pod_count: usize,
-    pub unlabelled: usize,
-    pub drains_active: usize,
-    pub terminating: usize,
-    pub kernel: KernelFigures,
-    pub counters_entries: u64,
-    pub watch_entries: u64,
-    pub adoption: AdoptReport,
-    pub api_connected: bool,
 }
 
 impl Node {
@@ -168,8 +137,10 @@ impl Node {
             version: env!("CARGO_PKG_VERSION"),
         }
     }
+}
 
-    pub fn metrics_snapshot(&self) -> MetricsSnapshot {
+impl LiveSource for Node {
+    fn metrics_snapshot(&self) -> MetricsSnapshot {
         let counters = self.counters();
         let pods = self.pods_from(&counters);
         let pod_count = pods.len();
@@ -220,7 +191,12 @@ impl Node {
             kernel,
             counters_entries: counters.len() as u64,
             watch_entries,
-            adoption: self.adoption.clone(),
+            adoption: AdoptionFigures {
+                namespaces: self.adoption.namespaces,
+                namespaces_failed: self.adoption.namespaces_failed,
+                offered: self.adoption.offered,
+                elapsed_ms: self.adoption.elapsed_ms,
+            },
             api_connected: self.kube_api() == "connected",
         }
     }

@@ -9,7 +9,7 @@ use crate::{
         pass::{adopt_all, Report as AdoptReport},
         repair::Repairer,
     },
-    api::{self, metrics::Recorder, node::Node, routes::Api},
+    api::{self, node::Node, routes::Api},
     bpf::{
         loader::{self, AttachOptions},
         maps,
@@ -22,8 +22,9 @@ use crate::{
         server::{self, Gate},
     },
     kernel,
-    kube::TerminationReport,
+    kube::{Outcome, TerminationReport},
     memcg::{self, Budget},
+    metrics::Recorder,
     resolver::watch::{WatchConfig, Watcher},
 };
 
@@ -158,7 +159,7 @@ async fn serve(
     let mut int = signal(SignalKind::interrupt())?;
     let kernel = Kernel::open(&pins)?.with_object(ebpf);
     let watcher = Watcher::spawn(&hier, WatchConfig::default())?;
-    let recorder = Arc::new(Recorder::default());
+    let recorder = Arc::new(Recorder::new(&Outcome::ALL.map(Outcome::as_str)));
     recorder.repair(None, adoption.repaired);
     let repairer = Repairer::new(kernel.clone(), recorder.clone());
     // Names, deletions and Events from the API; never blocks or fails the start.
@@ -203,7 +204,7 @@ async fn serve(
         metrics_max_pods: args.metrics_max_pods,
     });
     let api = Arc::new(Api {
-        registry: recorder.registry(Arc::downgrade(&node)),
+        registry: recorder.registry(Arc::<Node>::downgrade(&node)),
         node,
         resolver: watcher.resolver().clone(),
     });

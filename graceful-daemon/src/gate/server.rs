@@ -27,7 +27,6 @@ use super::{
 };
 use crate::{
     adopt::{netns::NetNs, repair::Repairer},
-    api::metrics::Recorder,
     bpf::Kernel,
     cgroupfs::Hierarchy,
     drain::{
@@ -36,6 +35,7 @@ use crate::{
         policy::{Params, Policy},
     },
     http_conn,
+    metrics::Recorder,
     reply::{error, json, line_bytes, ndjson, Body},
     resolver::index::{Pod, PodIndex},
     sync,
@@ -135,7 +135,9 @@ impl ActiveGuard<'_> {
         if let Some(d) = self.drain.take() {
             sync::lock(&self.gate.active).remove(&d.id);
         }
-        self.gate.metrics.drain_released(&report.report);
+        self.gate
+            .metrics
+            .drain_released(report.report.reason, report.report.waited_ms);
         {
             let mut h = sync::lock(&self.gate.history);
             if h.len() == HISTORY {

@@ -68,6 +68,9 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// Every outcome a report can have.
+    pub const ALL: [Outcome; 3] = [Outcome::Drained, Outcome::Exited, Outcome::Deleted];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Drained => "drained",
