@@ -1,0 +1,168 @@
+//! Invariants on the workloads: pinned images, hooks that fit their grace
+//! periods and reach the gate, and one example for each case.
+
+use super::*;
+
+#[test]
+fn images_are_pinned_and_name_no_registry() {
+    let mut seen = 0;
+    for (owner, spec) in rendered().values().flat_map(|objs| pod_templates(objs)) {
+        for c in containers(spec) {
+            let image = c
+                .image
+                .as_deref()
+                .unwrap_or_else(|| panic!("{owner}: container {} has no image", c.name));
+            let r = image_ref(image);
+            assert!(
+                r.tag.is_some() || r.digest.is_some(),
+                "{owner}: image {image} has no tag"
+            );
+            assert_ne!(r.tag, Some("latest"), "{owner}: image {image}: never `latest`");
+            assert_eq!(r.registry, None, "{owner}: image {image} names a registry host");
+            seen += 1;
+        }
+    }
+    assert!(seen >= 5, "only {seen} containers rendered");
+}
+
+#[test]
+fn every_hook_fits_in_its_grace_period_and_reaches_the_gate() {
+    let gate = gate_dir();
+    for (dir, objs) in rendered()
+        .iter()
+        .filter(|(d, _)| d.starts_with("deploy/examples/"))
+    {
+        let pods = pod_templates(objs);
+        assert!(!pods.is_empty(), "{dir} runs no pod");
+        for (owner, spec) in pods {
+            let hooks = hooks(spec);
+            assert!(!hooks.is_empty(), "{owner}: no graceful-wait preStop hook");
+            let grace_s = spec.termination_grace_period_seconds.unwrap_or(DEFAULT_GRACE);
+            let grace = Duration::from_secs(u64::try_from(grace_s).unwrap());
+            let annotations = template_annotations(objs, &owner);
+            for h in &hooks {
+                let name = &h.container.name;
+                // The settings the agent will run this hook with: annotations
+                // over flags, the deadline from the grace period by default.
+                let req = DrainRequest::parse(h.args.request_json(0).as_bytes()).unwrap();
+                let facts = PodFacts {
+                    annotations: annotations.clone(),
+                    container: Some(name.clone()),
+                    grace_period_seconds: Some(grace_s),
+                };
+                let acc = settings::resolve(&req, &facts, BUDGET);
+                assert!(acc.warnings.is_empty(), "{owner}: {name}: {:?}", acc.warnings);
+                let max = Duration::from_millis(acc.max_ms);
+                assert!(
+                    grace >= max + BUDGET,
+                    "{owner}: container {name} may wait {max:?} and then needs its shutdown \
+                     budget of {BUDGET:?}, but terminationGracePeriodSeconds is {grace:?}"
+                );
+                // The hook's binary and socket come from the agent's gate directory.
+                let bin_dir = Path::new(&h.argv[0]).parent().unwrap().to_str().unwrap();
+                let m = h
+                    .container
+                    .volume_mounts
+                    .iter()
+                    .flatten()
+                    .find(|m| m.mount_path.trim_end_matches('/') == bin_dir)
+                    .unwrap_or_else(|| {
+                        panic!(
+                            "{owner}: container {name} runs {} but mounts nothing at {bin_dir}",
+                            h.argv[0]
+                        )
+                    });
+                assert!(
+                    m.sub_path.is_none(),
+                    "{owner}: {name}: a subPath mount does not see the agent's updates"
+                );
+                let v = spec.volumes.iter().flatten().find(|v| v.name == m.name).unwrap();
+                let host = v.host_path.as_ref().map(|h| h.path.trim_end_matches('/'));
+                assert_eq!(
+                    host,
+                    Some(gate.trim_end_matches('/')),
+                    "{owner}: {name}: {bin_dir} must be the agent's --gate-dir"
+                );
+                assert_eq!(
+                    h.args.socket,
+                    format!("{bin_dir}/gate.sock"),
+                    "{owner}: {name}: the gate socket"
+                );
+                for after in &acc.after_containers {
+                    assert!(
+                        after != name && containers(spec).any(|c| &c.name == after),
+                        "{owner}: {name} waits for container {after}, which the pod does not have"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn the_examples_show_each_case() {
+    let hooks_of = |example: &str| -> Vec<(String, wait_args::Args, usize)> {
+        let objs = &rendered()[&format!("deploy/examples/{example}")];
+        pod_templates(objs)
+            .into_iter()
+            .flat_map(|(_, spec)| {
+                hooks(spec)
+                    .into_iter()
+                    .map(|h| (h.container.name.clone(), h.args, spec.containers.len()))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    let web = hooks_of("web");
+    assert!(
+        web.iter().any(|(_, a, _)| a.policy.as_deref() != Some("quiet")),
+        "web: a drained hook"
+    );
+    assert!(
+        rendered()["deploy/examples/web"]
+            .iter()
+            .any(|o| matches!(o.kind, Kind::Service(_))),
+        "web: behind a Service"
+    );
+    let sidecar = hooks_of("policy-sidecar");
+    assert!(
+        sidecar
+            .iter()
+            .any(|(c, a, n)| c == "opa" && a.scope.as_deref() == Some("pod") && *n > 1),
+        "policy-sidecar: the policy engine's hook uses --scope pod"
+    );
+    let waf = hooks_of("haproxy-waf");
+    assert!(
+        waf.iter()
+            .any(|(c, a, _)| c == "waf" && a.scope.as_deref() == Some("container")),
+        "haproxy-waf: the WAF agent's hook uses --scope container"
+    );
+    let mesh = hooks_of("mesh-proxy");
+    assert!(
+        mesh.iter()
+            .any(|(c, a, _)| c == "proxy" && a.after_containers.as_deref() == Some(&["app".to_string()][..])),
+        "mesh-proxy: the proxy's hook uses --after-containers app"
+    );
+}
+
+#[test]
+fn image_refs_are_split_as_the_runtime_does() {
+    let r = |registry, repository, tag, digest| ImageRef {
+        registry,
+        repository,
+        tag,
+        digest,
+    };
+    assert_eq!(image_ref("nginx:1.27.3"), r(None, "nginx", Some("1.27.3"), None));
+    assert_eq!(image_ref("nginx"), r(None, "nginx", None, None));
+    assert_eq!(image_ref("a/b:1"), r(None, "a/b", Some("1"), None));
+    assert_eq!(
+        image_ref("reg.io/a/b"),
+        r(Some("reg.io"), "reg.io/a/b", None, None)
+    );
+    assert_eq!(
+        image_ref("localhost:5000/a:2"),
+        r(Some("localhost:5000"), "localhost:5000/a", Some("2"), None)
+    );
+    assert_eq!(image_ref("a@sha256:00"), r(None, "a", None, Some("sha256:00")));
+}
