@@ -13,9 +13,10 @@ use serde_json::Value;
 
 use crate::{
     gate::{finish, hook},
+    kube_terminating::{fill, with_api},
     kube_watch::{
         fake_api::{FakeApi, Reply},
-        fill, fixture, with_api,
+        fixture,
     },
     require_root,
 };

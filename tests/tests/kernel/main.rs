@@ -13,6 +13,7 @@ mod gate;
 mod gate_scopes;
 mod gate_settings;
 mod gc;
+mod kube_terminating;
 mod kube_watch;
 mod memory_budget;
 mod nested;

@@ -1,0 +1,326 @@
+//! The terminating-pod report, on the real kernel with the real agent: a
+//! recorded MODIFIED event (tests/fixtures/k8s/, served by the fake API)
+//! sets deletionTimestamp on a simulated pod that holds real connections,
+//! and the agent reports the pod on its last inbound close, or when its
+//! container exits first.
+
+use std::time::Duration;
+
+use graceful_tests::{
+    agent::{graceful, Agent},
+    cgroup::Cgroup,
+    peer::{addr, Peer},
+    pod::SimPod,
+    EVENT_SLACK_MS,
+};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+use crate::{
+    kube_watch::{
+        fake_api::{FakeApi, Reply},
+        fixture, lines, NODE,
+    },
+    require_root,
+};
+
+/// Points `agent` at the fake API, as the node the recorded pods are on.
+pub fn with_api(agent: &mut Agent, api: &FakeApi) {
+    let kc = api.kubeconfig(&std::env::temp_dir());
+    agent.daemon_args.extend([
+        "--kubeconfig".into(),
+        kc.display().to_string(),
+        "--node-name".into(),
+        NODE.into(),
+    ]);
+}
+
+/// Fills the terminating fixtures' placeholders with the simulated pod's.
+pub fn fill(text: &str, pod: &SimPod, deletion: Option<Timestamp>) -> String {
+    let mut t = text
+        .replace("{{POD_UID}}", &pod.uid)
+        .replace("{{CONTAINER_ID}}", &pod.containers[0].0);
+    if let Some(d) = deletion {
+        t = t.replace(
+            "{{DELETION_TIMESTAMP}}",
+            &d.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+        );
+    }
+    t
+}
+
+/// `key=value` from an agent log line (text format).
+fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    let at = line.find(&format!(" {key}="))? + key.len() + 2;
+    let rest = &line[at..];
+    let end = rest.find(' ').unwrap_or(rest.len());
+    Some(rest[..end].trim_matches('"'))
+}
+
+fn num(line: &str, key: &str) -> u64 {
+    field(line, key)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {key} in {line}"))
+}
+
+/// An agent watching the fake API as node kind-worker, the simulated pod
+/// listed, and the pod's app holding `n` inbound connections.
+struct Scene {
+    _rt: tokio::runtime::Runtime,
+    api: FakeApi,
+    agent: Agent,
+    pod: SimPod,
+    app: Option<Peer>,
+    _client: Peer,
+    _lb: Cgroup,
+}
+
+fn scene(n: usize) -> Scene {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let pod = SimPod::create(1);
+    let api = rt.block_on(FakeApi::start());
+    api.push_list(Reply::list(fill(
+        &fixture("terminating/pods-list.json"),
+        &pod,
+        None,
+    )));
+    let mut agent = Agent::new();
+    with_api(&mut agent, &api);
+    agent.start();
+    let lb = Cgroup::unique("lb");
+    let mut app = Peer::spawn(pod.container(0), None);
+    let port = app.listen("127.0.0.1:0", "hold");
+    let mut client = Peer::spawn(&lb, None);
+    client.connect(&addr("127.0.0.1", port), n);
+    graceful_tests::wait_for(10, "accepts", || (app.accepted() == n as u64).then_some(()));
+    graceful_tests::wait_for(10, "the agent's pod watch", || {
+        (api.open_watches() == 1).then_some(())
+    });
+    Scene {
+        _rt: rt,
+        api,
+        agent,
+        pod,
+        app: Some(app),
+        _client: client,
+        _lb: lb,
+    }
+}
+
+impl Scene {
+    /// Sends the recorded MODIFIED event: deletion requested now, grace 30 s.
+    fn delete(&self, inbound: u64) {
+        let at = Timestamp::now() + SignedDuration::from_secs(30);
+        let line = fill(&lines("terminating/watch.jsonl")[0], &self.pod, Some(at));
+        assert_eq!(self.api.push(&line), 1, "no watch open");
+        let started = graceful_tests::wait_for(10, "the agent to watch the terminating pod", || {
+            self.agent
+                .log_text()
+                .lines()
+                .find(|l| l.contains("pod terminating: watching"))
+                .map(str::to_string)
+        });
+        assert_eq!(num(&started, "inbound"), inbound, "{started}");
+        assert_eq!(field(&started, "pod"), Some("shop/checkout-84b7c9d5f6-n7x4r"));
+    }
+
+    fn report(&self) -> String {
+        graceful_tests::wait_for(10, "the terminating report", || {
+            self.agent
+                .log_text()
+                .lines()
+                .find(|l| l.contains("report=") && l.contains("terminating pod:"))
+                .map(str::to_string)
+        })
+    }
+
+    fn event(&self) -> k8s_openapi::api::core::v1::Event {
+        let v = graceful_tests::wait_for(10, "the Event POST", || self.api.events().into_iter().next());
+        let ev: k8s_openapi::api::core::v1::Event =
+            serde_json::from_value(v.clone()).unwrap_or_else(|e| panic!("not an Event: {e}: {v}"));
+        assert_eq!(v["apiVersion"], "v1", "{v}");
+        assert_eq!(v["kind"], "Event", "{v}");
+        let posted = self.api.seen().into_iter().find(|s| s.method == "POST").unwrap();
+        assert_eq!(posted.path, "/api/v1/namespaces/shop/events");
+        let io = &ev.involved_object;
+        assert_eq!(io.uid.as_deref(), Some(self.pod.uid.as_str()));
+        assert_eq!(io.kind.as_deref(), Some("Pod"));
+        assert_eq!(io.api_version.as_deref(), Some("v1"));
+        assert_eq!(io.name.as_deref(), Some("checkout-84b7c9d5f6-n7x4r"));
+        assert_eq!(io.namespace.as_deref(), Some("shop"));
+        assert_eq!(ev.metadata.namespace.as_deref(), Some("shop"));
+        assert!(ev
+            .metadata
+            .name
+            .as_deref()
+            .is_some_and(|n| n.starts_with("checkout-84b7c9d5f6-n7x4r.")));
+        let src = ev.source.as_ref().unwrap();
+        assert_eq!(src.component.as_deref(), Some("graceful"));
+        assert_eq!(src.host.as_deref(), Some(NODE));
+        assert_eq!(ev.reporting_component.as_deref(), Some("graceful"));
+        assert_eq!(ev.reporting_instance.as_deref(), Some(NODE));
+        assert!(ev.action.as_deref().is_some_and(|a| !a.is_empty()));
+        assert_eq!(ev.count, Some(1));
+        assert!(ev.first_timestamp.is_some() && ev.last_timestamp.is_some() && ev.event_time.is_some());
+        let msg = ev.message.as_deref().unwrap();
+        assert!(!msg.contains('\n') && msg.len() <= 1024, "{msg}");
+        ev
+    }
+}
+
+/// The terminating report's latency after the last inbound close, by the
+/// kernel's clock, over many pods: measured (`cargo xtask bench
+/// release-latency`), not asserted.
+#[test]
+#[ignore = "a benchmark: cargo xtask bench release-latency"]
+fn bench_terminating_report_latency() {
+    require_root!();
+    let n = crate::bench_release::count("GRACEFUL_BENCH_TERMINATIONS", 50);
+    let mut ms = Vec::with_capacity(n);
+    for _ in 0..n {
+        let mut s = scene(1);
+        s.delete(1);
+        s.app.as_mut().unwrap().cmd("close-in 1 fin");
+        let line = s.report();
+        assert_eq!(field(&line, "outcome"), Some("drained"), "{line}");
+        let last_close = num(&line, "last_inbound_close_ns");
+        ms.push(num(&line, "report_ns").saturating_sub(last_close) as f64 / 1e6);
+    }
+    println!("terminating report after the pod's last inbound close (every terminating pod, gated or not):");
+    let (p50, p99) = crate::bench_release::summary("graceful (kernel close event)", ms);
+    println!("{{\"bench\":\"terminating-report-latency\",\"p50_ms\":{p50:.3},\"p99_ms\":{p99:.3}}}");
+}
+
+#[test]
+fn terminating_pod_is_reported_on_its_last_inbound_close() {
+    require_root!();
+    let mut s = scene(3);
+    s.delete(3);
+    // `graceful pods` (asking the agent) shows it Terminating, named, with
+    // the time since its deletion.
+    let out = graceful(&s.agent.pin_dir, &["pods", "-o", "json"]);
+    let pods: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let p = pods
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["uid"] == s.pod.uid.as_str())
+        .unwrap();
+    assert_eq!(p["state"], "Terminating", "{p}");
+    assert_eq!(p["name"], "checkout-84b7c9d5f6-n7x4r");
+    let since = p["since_deletion_s"].as_f64().unwrap();
+    assert!((0.0..10.0).contains(&since), "{p}");
+    let table =
+        String::from_utf8_lossy(&graceful(&s.agent.pin_dir, &["pods", "-n", "shop"]).stdout).into_owned();
+    assert!(
+        table.contains("checkout-84b7c9d5f6-n7x4r") && table.contains("Terminating ("),
+        "{table}"
+    );
+    // The app finishes its connections one by one, 50 ms apart.
+    for _ in 0..3 {
+        std::thread::sleep(Duration::from_millis(50));
+        s.app.as_mut().unwrap().cmd("close-in 1 fin");
+    }
+    let line = s.report();
+    assert_eq!(field(&line, "outcome"), Some("drained"), "{line}");
+    assert_eq!(field(&line, "uid"), Some(s.pod.uid.as_str()), "{line}");
+    assert_eq!(num(&line, "inbound_at_deletion"), 3);
+    assert_eq!(num(&line, "inbound_open"), 0);
+    // On the last inbound close, by the kernel's own clock.
+    let last_close = num(&line, "last_inbound_close_ns");
+    let counters = s.agent.counters(s.pod.container(0).id());
+    assert_eq!(counters.last_inbound_close_ns, last_close, "not the last close");
+    assert_eq!(counters.inbound_live, 0);
+    let after_ms = (num(&line, "report_ns") - last_close) as f64 / 1e6;
+    assert!(
+        (0.0..=EVENT_SLACK_MS as f64).contains(&after_ms),
+        "reported {after_ms:.1} ms after the last close: {line}"
+    );
+    let since = field(&line, "seconds_since_deletion")
+        .unwrap()
+        .parse::<f64>()
+        .unwrap();
+    assert!((0.15..5.0).contains(&since), "{since} s since deletion: {line}");
+
+    let ev = s.event();
+    assert_eq!(ev.reason.as_deref(), Some("InboundDrained"));
+    assert_eq!(ev.type_.as_deref(), Some("Normal"));
+    let msg = ev.message.unwrap();
+    assert!(
+        msg.contains("drained") && msg.contains("3 open at deletion") && msg.contains("s after deletion"),
+        "{msg}"
+    );
+    eprintln!("terminating report {after_ms:.1} ms after the last close: {msg}");
+}
+
+#[test]
+fn terminating_pod_whose_container_exits_first_is_reported_as_exited() {
+    require_root!();
+    let mut s = scene(2);
+    s.delete(2);
+    std::thread::sleep(Duration::from_millis(100));
+    // SIGKILL with both connections open: the kernel closes them.
+    s.app.take().unwrap().kill();
+    let line = s.report();
+    assert_eq!(field(&line, "outcome"), Some("exited"), "{line}");
+    assert_eq!(num(&line, "inbound_at_deletion"), 2);
+    assert_eq!(num(&line, "inbound_open"), 2, "{line}");
+    let ev = s.event();
+    assert_eq!(ev.reason.as_deref(), Some("ExitedBeforeDrain"));
+    assert_eq!(ev.type_.as_deref(), Some("Warning"));
+    let msg = ev.message.unwrap();
+    assert!(
+        msg.contains("exited") && msg.contains("2 inbound connection(s) still open"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn the_agent_logs_the_api_once_per_state_change_and_keeps_running() {
+    require_root!();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let mut api = rt.block_on(FakeApi::start_on(addr));
+    api.stop();
+    let mut agent = Agent::new();
+    with_api(&mut agent, &api);
+    agent.start();
+    let count = |agent: &Agent, what: &str| agent.log_text().lines().filter(|l| l.contains(what)).count();
+    // Retries at 0.5, 1, 2 s...: one line for all of them, none from kube-rs.
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(
+        count(&agent, "Kubernetes API unreachable"),
+        1,
+        "{}",
+        agent.log_text()
+    );
+    assert_eq!(count(&agent, "kube_client"), 0, "{}", agent.log_text());
+
+    api.push_list(Reply::list(fixture("pods-list.json")));
+    rt.block_on(api.resume());
+    graceful_tests::wait_for(10, "connected", || {
+        (count(&agent, "Kubernetes API connected") == 1).then_some(())
+    });
+    graceful_tests::wait_for(10, "the watch", || (api.open_watches() == 1).then_some(()));
+    api.stop();
+    graceful_tests::wait_for(10, "lost", || {
+        (count(&agent, "Kubernetes API lost") == 1).then_some(())
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    api.push_watch(Reply::lines(lines("watch-2.jsonl")[2..].to_vec()));
+    rt.block_on(api.resume());
+    graceful_tests::wait_for(15, "back", || {
+        (count(&agent, "Kubernetes API answers again") == 1).then_some(())
+    });
+    // The recorded stream ends in 410 Gone: the agent relists (after it
+    // has logged that the API answers again, so wait for it).
+    graceful_tests::wait_for(15, "the relist after 410", || {
+        (count(&agent, "relisting") >= 1).then_some(())
+    });
+    let log = agent.log_text();
+    assert_eq!(count(&agent, "Kubernetes API lost"), 1, "{log}");
+    assert_eq!(count(&agent, "Kubernetes API unreachable"), 1, "{log}");
+    assert_eq!(count(&agent, "kube_client"), 0, "{log}");
+}
