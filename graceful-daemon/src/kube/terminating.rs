@@ -26,7 +26,7 @@
 
 use std::{
     collections::{BTreeSet, HashMap, HashSet, VecDeque},
-    path::{Path, PathBuf},
+    path::PathBuf,
     sync::{Arc, Mutex, RwLock},
 };
 
@@ -56,91 +56,11 @@ const RECENT: usize = 256;
 /// A deletion seen this much after the API's request time was seen late.
 const LATE_NS: u64 = 2_000_000_000;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Outcome {
-    /// Inbound reached zero with the containers still running.
-    Drained,
-    /// A container exited with inbound connections open.
-    Exited,
-    /// The pod object was deleted with inbound connections open.
-    Deleted,
-}
+mod procs;
+mod report;
 
-impl Outcome {
-    /// Every outcome a report can have.
-    pub const ALL: [Outcome; 3] = [Outcome::Drained, Outcome::Exited, Outcome::Deleted];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Drained => "drained",
-            Outcome::Exited => "exited",
-            Outcome::Deleted => "deleted",
-        }
-    }
-
-    pub fn event_reason(self) -> &'static str {
-        match self {
-            Outcome::Drained => "InboundDrained",
-            Outcome::Exited => "ExitedBeforeDrain",
-            Outcome::Deleted => "DeletedBeforeDrain",
-        }
-    }
-}
-
-/// One terminating pod's report. The field names are a contract (logs,
-/// `graceful pods`).
-#[derive(Clone, Debug, Serialize)]
-pub struct TerminationReport {
-    pub uid: String,
-    pub namespace: String,
-    pub name: String,
-    pub outcome: Outcome,
-    /// From deletion to the report.
-    pub seconds_since_deletion: f64,
-    /// The pod's inbound connections when its deletion was seen.
-    pub inbound_at_deletion: u64,
-    /// Open when reported: 0 when drained; for `exited`, those the exit
-    /// closed; for `deleted`, those still counted.
-    pub inbound_open: u64,
-    /// The container that exited, for `exited`.
-    pub container: Option<String>,
-    /// The API's deletion request time (RFC 3339).
-    pub deletion_requested_at: Option<String>,
-    pub grace_period_seconds: Option<i64>,
-    /// Deletion was seen more than 2 s after the API's request time.
-    pub observed_late: bool,
-    /// CLOCK_MONOTONIC ns of the report and of the pod's last inbound close.
-    pub report_ns: u64,
-    pub last_inbound_close_ns: u64,
-    pub cgroups: Vec<u64>,
-}
-
-impl TerminationReport {
-    /// The Event's one-line message.
-    pub fn message(&self) -> String {
-        let grace = self
-            .grace_period_seconds
-            .map(|g| format!(", grace period {g}s"))
-            .unwrap_or_default();
-        let s = self.seconds_since_deletion;
-        let at = self.inbound_at_deletion;
-        match self.outcome {
-            Outcome::Drained => format!(
-                "inbound connections drained {s:.3}s after deletion ({at} open at deletion{grace})"
-            ),
-            Outcome::Exited => format!(
-                "container {} exited {s:.3}s after deletion with {} inbound connection(s) still open ({at} at deletion{grace}); the kernel closed them",
-                self.container.as_deref().unwrap_or("?"),
-                self.inbound_open
-            ),
-            Outcome::Deleted => format!(
-                "pod object removed {s:.3}s after deletion with {} inbound connection(s) still open ({at} at deletion{grace})",
-                self.inbound_open
-            ),
-        }
-    }
-}
+pub use procs::has_live_process;
+pub use report::{Outcome, TerminationReport};
 
 /// A pod being watched since its deletion.
 #[derive(Clone, Debug, Serialize)]
@@ -600,47 +520,3 @@ pub(crate) async fn recv<T: Clone>(rx: &mut Option<broadcast::Receiver<T>>) -> R
 fn short(id: &str) -> String {
     id.chars().take(12).collect()
 }
-
-/// Whether any process in the cgroup `dir` or below still runs: listed in
-/// `cgroup.procs` and not exiting. A process being killed closes its
-/// sockets in do_exit after it is marked PF_EXITING but before it leaves
-/// `cgroup.procs`, so the flag is what tells an exit from a close.
-pub fn has_live_process(dir: &Path) -> bool {
-    let Ok(procs) = std::fs::read_to_string(dir.join("cgroup.procs")) else {
-        return false;
-    };
-    if procs
-        .lines()
-        .filter_map(|l| l.trim().parse::<u32>().ok())
-        .any(process_alive)
-    {
-        return true;
-    }
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return false;
-    };
-    rd.flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .any(|e| has_live_process(&e.path()))
-}
-
-const PF_EXITING: u64 = 0x4;
-
-fn process_alive(pid: u32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    // After the command name, which may hold spaces and parentheses.
-    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
-        return false;
-    };
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let (Some(state), Some(flags)) = (fields.first(), fields.get(6).and_then(|f| f.parse::<u64>().ok()))
-    else {
-        return false;
-    };
-    !matches!(*state, "Z" | "X" | "x") && flags & PF_EXITING == 0
-}
-
-#[cfg(test)]
-mod tests;

@@ -1,0 +1,90 @@
+//! The report a terminating pod gets: its outcome, the figures a log line
+//! and an Event carry, and the Event's one-line message.
+
+use serde::Serialize;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Inbound reached zero with the containers still running.
+    Drained,
+    /// A container exited with inbound connections open.
+    Exited,
+    /// The pod object was deleted with inbound connections open.
+    Deleted,
+}
+
+impl Outcome {
+    /// Every outcome a report can have.
+    pub const ALL: [Outcome; 3] = [Outcome::Drained, Outcome::Exited, Outcome::Deleted];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Drained => "drained",
+            Outcome::Exited => "exited",
+            Outcome::Deleted => "deleted",
+        }
+    }
+
+    pub fn event_reason(self) -> &'static str {
+        match self {
+            Outcome::Drained => "InboundDrained",
+            Outcome::Exited => "ExitedBeforeDrain",
+            Outcome::Deleted => "DeletedBeforeDrain",
+        }
+    }
+}
+
+/// One terminating pod's report. The field names are a contract (logs,
+/// `graceful pods`).
+#[derive(Clone, Debug, Serialize)]
+pub struct TerminationReport {
+    pub uid: String,
+    pub namespace: String,
+    pub name: String,
+    pub outcome: Outcome,
+    /// From deletion to the report.
+    pub seconds_since_deletion: f64,
+    /// The pod's inbound connections when its deletion was seen.
+    pub inbound_at_deletion: u64,
+    /// Open when reported: 0 when drained; for `exited`, those the exit
+    /// closed; for `deleted`, those still counted.
+    pub inbound_open: u64,
+    /// The container that exited, for `exited`.
+    pub container: Option<String>,
+    /// The API's deletion request time (RFC 3339).
+    pub deletion_requested_at: Option<String>,
+    pub grace_period_seconds: Option<i64>,
+    /// Deletion was seen more than 2 s after the API's request time.
+    pub observed_late: bool,
+    /// CLOCK_MONOTONIC ns of the report and of the pod's last inbound close.
+    pub report_ns: u64,
+    pub last_inbound_close_ns: u64,
+    pub cgroups: Vec<u64>,
+}
+
+impl TerminationReport {
+    /// The Event's one-line message.
+    pub fn message(&self) -> String {
+        let grace = self
+            .grace_period_seconds
+            .map(|g| format!(", grace period {g}s"))
+            .unwrap_or_default();
+        let s = self.seconds_since_deletion;
+        let at = self.inbound_at_deletion;
+        match self.outcome {
+            Outcome::Drained => format!(
+                "inbound connections drained {s:.3}s after deletion ({at} open at deletion{grace})"
+            ),
+            Outcome::Exited => format!(
+                "container {} exited {s:.3}s after deletion with {} inbound connection(s) still open ({at} at deletion{grace}); the kernel closed them",
+                self.container.as_deref().unwrap_or("?"),
+                self.inbound_open
+            ),
+            Outcome::Deleted => format!(
+                "pod object removed {s:.3}s after deletion with {} inbound connection(s) still open ({at} at deletion{grace})",
+                self.inbound_open
+            ),
+        }
+    }
+}
