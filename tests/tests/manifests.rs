@@ -45,7 +45,7 @@ use std::{
     time::Duration,
 };
 
-use graceful::gate::settings::{self, PodFacts};
+use graceful::drain::settings::{self, PodFacts};
 use graceful_api::DrainRequest;
 use graceful_wait::args as wait_args;
 use k8s_openapi::api::{

@@ -6,7 +6,7 @@
 //!   cgroup change and every [`TICK`]: counts move with every connection,
 //!   and a display needs no more than this);
 //! - `{"type":"drain_started",...}`, `drain_released`, `drain_abandoned`:
-//!   the gate's drains, as they happen;
+//!   the drains, as they happen;
 //! - `{"type":"termination",...}`: a terminating pod's report.
 
 use std::{sync::Arc, time::Duration};
@@ -17,7 +17,7 @@ use tokio::sync::{broadcast, mpsc};
 
 use super::node::Node;
 use crate::{
-    gate::api::GateEvent,
+    drain::report::DrainEvent,
     kube::{terminating::recv, TerminationReport},
     reply::{line_bytes, ndjson, Body},
     resolver::{counts::PodView, index::Change},
@@ -35,20 +35,20 @@ enum Line<'a> {
 pub fn stream(node: Arc<Node>, changes: broadcast::Receiver<Change>) -> http::Response<Body> {
     let (tx, rx) = mpsc::channel::<Bytes>(64);
     // Subscribed before the response goes out: nothing after it is missed.
-    let gate = Some(node.gate.subscribe());
+    let drains = Some(node.drains.subscribe());
     let terms = node
         .kube
         .as_ref()
         .and_then(|k| k.terminations.as_ref())
         .map(|t| t.subscribe());
-    tokio::spawn(run(node, changes, gate, terms, tx));
+    tokio::spawn(run(node, changes, drains, terms, tx));
     ndjson(rx)
 }
 
 async fn run(
     node: Arc<Node>,
     mut changes: broadcast::Receiver<Change>,
-    mut gate: Option<broadcast::Receiver<GateEvent>>,
+    mut drains: Option<broadcast::Receiver<DrainEvent>>,
     mut terms: Option<broadcast::Receiver<TerminationReport>>,
     tx: mpsc::Sender<Bytes>,
 ) {
@@ -64,14 +64,14 @@ async fn run(
                 Err(Closed) => return,
                 _ => None,
             },
-            e = recv(&mut gate) => match e {
+            e = recv(&mut drains) => match e {
                 Ok(e) => Some(line_bytes(&e)),
-                Err(Lagged(_)) => { node.gate.metrics.error("feed_lagged"); None }
-                Err(Closed) => { gate = None; None }
+                Err(Lagged(_)) => { node.metrics.error("feed_lagged"); None }
+                Err(Closed) => { drains = None; None }
             },
             t = recv(&mut terms) => match t {
                 Ok(t) => Some(line_bytes(&Line::Termination(&t))),
-                Err(Lagged(_)) => { node.gate.metrics.error("feed_lagged"); None }
+                Err(Lagged(_)) => { node.metrics.error("feed_lagged"); None }
                 Err(Closed) => { terms = None; None }
             },
         };

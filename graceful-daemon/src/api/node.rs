@@ -1,6 +1,6 @@
 //! Everything the running agent knows about its node, in one place the
 //! local API reads from: counts (the pinned maps), pods (the resolver's
-//! index, named by the API watch), drains (the gate) and terminations.
+//! index, named by the API watch), drains (the drain table) and terminations.
 
 use std::{
     collections::BTreeMap,
@@ -12,13 +12,13 @@ use serde::Serialize;
 
 use crate::{
     adopt::pass::Report as AdoptReport,
-    bpf::paths::PinDir,
-    gate::{
-        api::{ActiveDrain, DrainReport},
-        server::Gate,
+    bpf::{paths::PinDir, Kernel},
+    drain::{
+        report::{ActiveDrain, DrainReport},
+        table::Drains as DrainTable,
     },
     kube::{terminating::Watched, ApiState, Kube, TerminationReport},
-    metrics::{AdoptionFigures, KernelFigures, LiveSource, MetricsSnapshot, PodFigures},
+    metrics::{AdoptionFigures, KernelFigures, LiveSource, MetricsSnapshot, PodFigures, Recorder},
     resolver::{
         counts::{sort_pods, views, PodState, PodView},
         index::PodIndex,
@@ -29,14 +29,16 @@ use crate::{
 pub struct Node {
     pub pins: PinDir,
     pub index: Arc<RwLock<PodIndex>>,
-    pub gate: Arc<Gate>,
+    pub kernel: Kernel,
+    pub drains: Arc<DrainTable>,
+    pub metrics: Arc<Recorder>,
     pub kube: Option<Kube>,
     pub adoption: AdoptReport,
     /// Per-pod metric series at most; the rest are summed into `_other`.
     pub metrics_max_pods: usize,
 }
 
-/// `/v1/drains`: the gate's drains in progress and released, and the
+/// `/v1/drains`: the drains in progress and released, and the
 /// terminating pods watched and reported (gated or not).
 #[derive(Clone, Debug, Serialize)]
 pub struct Drains {
@@ -61,7 +63,7 @@ impl Node {
     /// Every cgroup's counters, from the map the agent holds open (no
     /// re-open and layout check per request, stream tick or scrape).
     fn counters(&self) -> BTreeMap<u64, CgroupCounters> {
-        self.gate.kernel.counters.all()
+        self.kernel.counters.all()
     }
 
     /// Every pod with its counts and state, in namespace, name, uid order.
@@ -89,7 +91,7 @@ impl Node {
     }
 
     fn state_of(&self, uid: &str) -> PodState {
-        if self.gate.draining(uid) {
+        if self.drains.draining(uid) {
             return PodState::Draining;
         }
         let deleted = self
@@ -107,8 +109,8 @@ impl Node {
     pub fn drains(&self) -> Drains {
         let terminations = self.kube.as_ref().and_then(|k| k.terminations.as_ref());
         Drains {
-            active: self.gate.active(),
-            released: self.gate.history(),
+            active: self.drains.active(),
+            released: self.drains.history(),
             terminating: terminations.map(|t| t.all_watching()).unwrap_or_default(),
             terminated: terminations.map(|t| t.recent()).unwrap_or_default(),
         }
@@ -128,7 +130,7 @@ impl Node {
     /// before it returns) and the pinned maps read. The Kubernetes API is
     /// not a condition: counts and drains work without it.
     pub fn status(&self) -> Status {
-        let readable = self.gate.kernel.stats().is_ok();
+        let readable = self.kernel.stats().is_ok();
         Status {
             ready: readable,
             programs: if readable { "attached" } else { "unreadable" },
@@ -163,7 +165,7 @@ impl LiveSource for Node {
                 outbound: rest.iter().map(|p| p.live.outbound_live).sum(),
             });
         }
-        let kernel = match self.gate.kernel.stats() {
+        let kernel = match self.kernel.stats() {
             Ok(s) => KernelFigures {
                 events: s[stat::EVENTS as usize],
                 untracked: s[stat::UNTRACKED as usize],
@@ -175,18 +177,18 @@ impl LiveSource for Node {
                 caught: s[stat::CAUGHT as usize],
             },
             Err(e) => {
-                self.gate.metrics.error("read_stats");
+                self.metrics.error("read_stats");
                 tracing::warn!(error = %e, "cannot read the stats map");
                 KernelFigures::default()
             }
         };
-        let watch_entries = sync::lock(&self.gate.kernel.watch).len() as u64;
+        let watch_entries = sync::lock(&self.kernel.watch).len() as u64;
         let terminations = self.kube.as_ref().and_then(|k| k.terminations.as_ref());
         MetricsSnapshot {
             unlabelled: rest.len(),
             pods: figures,
             pod_count,
-            drains_active: self.gate.active().len(),
+            drains_active: self.drains.active().len(),
             terminating: terminations.map(|t| t.all_watching().len()).unwrap_or(0),
             kernel,
             counters_entries: counters.len() as u64,

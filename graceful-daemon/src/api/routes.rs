@@ -68,7 +68,7 @@ fn metrics(api: &Api) -> http::Response<Body> {
     match prometheus_client::encoding::text::encode(&mut text, &api.registry) {
         Ok(()) => bytes(StatusCode::OK, OPENMETRICS, text),
         Err(_) => {
-            api.node.gate.metrics.error("metrics_encode");
+            api.node.metrics.error("metrics_encode");
             error(StatusCode::INTERNAL_SERVER_ERROR, "cannot encode the metrics")
         }
     }

@@ -17,10 +17,8 @@ use crate::{
         Kernel,
     },
     cgroupfs::Hierarchy,
-    gate::{
-        pod_api::PodApi,
-        server::{self, Gate},
-    },
+    drain::{drainer::Drainer, pod_api::PodApi},
+    gate::server,
     kernel,
     kube::{Outcome, TerminationReport},
     memcg::{self, Budget},
@@ -180,25 +178,27 @@ async fn serve(
         store: k.store.clone(),
         events: k.events.clone(),
     });
-    let mut gate = Gate::new(
-        kernel,
+    let mut drainer = Drainer::new(
+        kernel.clone(),
         watcher.resolver().shared(),
         hier.clone(),
         recorder.clone(),
         pod_api,
         args.shutdown_budget,
     );
-    gate.repairer = Some(repairer.clone());
-    let gate = Arc::new(gate);
+    drainer.repairer = Some(repairer.clone());
+    let drainer = Arc::new(drainer);
     if let Some(dir) = &args.gate_dir {
         let listener = open_gate_dir(dir, args.wait_bin.clone())?;
         info!(gate = %dir.join("gate.sock").display(), "drain gate listening");
-        tokio::spawn(server::serve(listener, gate.clone()));
+        tokio::spawn(server::serve(listener, drainer.clone()));
     }
     let node = Arc::new(Node {
         pins: pins.clone(),
         index: watcher.resolver().shared(),
-        gate,
+        kernel,
+        drains: drainer.drains.clone(),
+        metrics: recorder.clone(),
         kube,
         adoption,
         metrics_max_pods: args.metrics_max_pods,

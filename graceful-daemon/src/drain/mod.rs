@@ -1,8 +1,25 @@
-//! The drain engine: decides when a terminating container may receive its
-//! SIGTERM, from its pod's live inbound connections.
+//! The drains: when a terminating container may receive its SIGTERM, from
+//! its pod's live inbound connections. Transports (the gate socket) hand a
+//! request in; a report comes out, published to every sink.
 //!
+//! - [`settings`]: a drain's settings from annotations, the request and the
+//!   grace period;
+//! - [`scope`]: the cgroups a drain counts, and who it is for;
+//! - [`drainer`]: one drain from request to report;
+//! - [`engine`]: one drain's wait, event-driven from start to release;
 //! - [`policy`]: when a drain is done (pure, testable without a kernel);
-//! - [`engine`]: one drain, event-driven from start to release.
+//! - [`exits`]: containers a drain must outlive;
+//! - [`table`]: the drains in progress, the history and their feed;
+//! - [`report`]: a drain as the rest of the agent sees it;
+//! - [`publish`]: a released drain's report to its sinks;
+//! - [`pod_api`]: what drains take from the Kubernetes API, and their Events.
+pub mod drainer;
 pub mod engine;
 pub mod exits;
+pub mod pod_api;
 pub mod policy;
+pub mod publish;
+pub mod report;
+pub mod scope;
+pub mod settings;
+pub mod table;

@@ -1,12 +1,11 @@
-//! What the gate takes from the Kubernetes API, when the agent has it: the
+//! What drains take from the Kubernetes API, when the agent has it: the
 //! calling pod's annotations and grace period (for its settings), and
 //! Events on the pod (misconfigurations, releases).
 
 use std::sync::Arc;
 
-use super::{api::DrainReport, settings::PodFacts};
+use super::{policy::Reason, report::DrainReport, settings::PodFacts};
 use crate::{
-    drain::policy::Reason,
     duration,
     kube::{EventPoster, PodRef, PodStore},
 };

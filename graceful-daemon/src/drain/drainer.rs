@@ -1,0 +1,243 @@
+//! One drain from request to report: its settings resolved (annotations,
+//! the request, the grace period), its cgroups looked up, the ingress
+//! program attached for the quiet policy, the pod's sockets repaired, the
+//! engine run, and the report published. Transports (the gate socket)
+//! identify the subject and carry the lines; everything else is here.
+
+use std::{
+    sync::{Arc, RwLock},
+    time::Duration,
+};
+
+use graceful_api::{Accepted, DrainRequest, Scope};
+use graceful_common::{clock::monotonic_ns, CgroupCounters};
+use tracing::{info, info_span, warn, Instrument as _, Span};
+
+use super::{
+    engine::{self, Point},
+    exits::all_exited,
+    pod_api::PodApi,
+    policy::{Params, Policy},
+    publish::{self, Sinks},
+    report::{ActiveDrain, DrainReport},
+    scope::{after_dirs, cgroups_of, pod_of, Refusal, Subject, Target},
+    settings::{self, PodFacts},
+    table::Drains,
+};
+use crate::{
+    adopt::repair::Repairer,
+    bpf::{Kernel, MapError},
+    cgroupfs::Hierarchy,
+    metrics::Recorder,
+    resolver::index::PodIndex,
+    sync,
+};
+
+/// Everything a drain needs, shared by all of them.
+pub struct Drainer {
+    pub kernel: Kernel,
+    pub index: Arc<RwLock<PodIndex>>,
+    pub hier: Hierarchy,
+    pub metrics: Arc<Recorder>,
+    /// Pods' annotations and grace periods, and Events; `None` standalone.
+    pub pod_api: Option<PodApi>,
+    /// What the app needs after SIGTERM: the default deadline is the
+    /// grace period less this.
+    pub budget: Duration,
+    /// Sets right, before a drain's first look, the counts of the pod's
+    /// sockets whose state change the kernel skipped for both copies of
+    /// the state program. `None`: no repair (tests of the drains alone).
+    pub repairer: Option<Repairer>,
+    pub drains: Arc<Drains>,
+}
+
+/// A drain ready to run: its settings and cgroups.
+pub struct Prepared {
+    who: Subject,
+    /// The settings in effect, as the hook's first line shows them.
+    pub accepted: Accepted,
+    container_name: Option<String>,
+    target: Target,
+    params: Params,
+    /// The drain's span: every line it logs carries its pod, container
+    /// and policy.
+    span: Span,
+}
+
+impl Drainer {
+    pub fn new(
+        kernel: Kernel,
+        index: Arc<RwLock<PodIndex>>,
+        hier: Hierarchy,
+        metrics: Arc<Recorder>,
+        pod_api: Option<PodApi>,
+        budget: Duration,
+    ) -> Drainer {
+        Drainer {
+            drains: Arc::new(Drains::new(metrics.clone())),
+            kernel,
+            index,
+            hier,
+            metrics,
+            pod_api,
+            budget,
+            repairer: None,
+        }
+    }
+
+    /// The cgroups of `who`'s pod and their counts summed.
+    pub fn pod_counts(&self, who: &Subject) -> Result<(Vec<u64>, CgroupCounters), Refusal> {
+        let pod = pod_of(&sync::read(&self.index), &self.hier, &who.pod)?;
+        let (cgroups, _) = cgroups_of(&self.hier, &pod, who, Scope::Pod)?;
+        let mut sum = CgroupCounters::default();
+        for c in &cgroups {
+            let k = self.kernel.counters.get(*c);
+            sum.inbound_live += k.inbound_live;
+            sum.outbound_live += k.outbound_live;
+            sum.listeners += k.listeners;
+        }
+        Ok((cgroups, sum))
+    }
+
+    /// Resolves `r`'s settings and cgroups for `who`. Warnings about the
+    /// settings are logged and posted as an Event on the pod; they never
+    /// refuse a drain.
+    pub fn prepare(&self, who: Subject, r: &DrainRequest) -> Result<Prepared, Refusal> {
+        let facts = match &self.pod_api {
+            Some(api) => api.facts(&who.pod, who.container.as_deref()),
+            None => PodFacts::default(),
+        };
+        let acc = settings::resolve(r, &facts, self.budget);
+        let span =
+            info_span!("drain", pod = %who.pod, container = ?who.container, policy = acc.policy.as_str());
+        for w in &acc.warnings {
+            span.in_scope(|| warn!("drain settings: {w}"));
+        }
+        if let Some(api) = &self.pod_api {
+            api.misconfigured(&who.pod, facts.container.as_deref(), &acc.warnings);
+        }
+        // Looked up once: for a pod the watcher has not filed yet, this
+        // walks the cgroup tree.
+        let pod = pod_of(&sync::read(&self.index), &self.hier, &who.pod)?;
+        let (cgroups, dir) = cgroups_of(&self.hier, &pod, &who, acc.scope)?;
+        let exit_dirs = after_dirs(&self.hier, &pod, &who, &acc.after_containers)?;
+        let params = Params {
+            policy: acc.policy,
+            start_ns: start_ns(r.started_unix_ms),
+            min: Duration::from_millis(acc.min_ms),
+            max: Duration::from_millis(acc.max_ms),
+            settle: Duration::from_millis(acc.settle_ms),
+            quiet: Duration::from_millis(acc.quiet_ms),
+        };
+        span.in_scope(|| info!(scope = ?acc.scope, max_ms = acc.max_ms, max_from = ?acc.sources.get("max_ms"), "drain started"));
+        Ok(Prepared {
+            who,
+            accepted: acc,
+            container_name: facts.container,
+            target: Target {
+                cgroups,
+                dir,
+                exit_dirs,
+            },
+            params,
+            span,
+        })
+    }
+
+    /// Runs a prepared drain to its release, calling `progress` whenever
+    /// the inbound count changes, and publishes its report. Dropped before
+    /// it returns (the client went away), the drain counts as abandoned.
+    pub async fn run(
+        self: Arc<Self>,
+        p: Prepared,
+        progress: impl FnMut(&Point) + Send,
+    ) -> Result<DrainReport, MapError> {
+        let span = p.span.clone();
+        let result = self.run_in_span(p, progress).instrument(span.clone()).await;
+        if let Err(e) = &result {
+            self.metrics.error("drain");
+            span.in_scope(|| warn!(error = %e, "drain failed"));
+        }
+        result
+    }
+
+    async fn run_in_span(
+        &self,
+        p: Prepared,
+        progress: impl FnMut(&Point) + Send,
+    ) -> Result<DrainReport, MapError> {
+        let Prepared {
+            who,
+            accepted: acc,
+            container_name,
+            target,
+            params,
+            span: _,
+        } = p;
+        // The quiet policy needs inbound payload: watch it only now, and
+        // before the drain is listed, so a listed quiet drain sees payload.
+        let _payload = match (acc.policy, &target.dir) {
+            (Policy::Quiet, Some(dir)) => match self.kernel.watch_payload(dir) {
+                None => None,
+                Some(Ok(p)) => Some(p),
+                Some(Err(e)) => {
+                    self.metrics.error("ingress_attach");
+                    warn!(error = format!("{e:#}"), dir = %dir.display(), "cannot watch inbound payload: quiet sees new connections only");
+                    None
+                }
+            },
+            _ => None,
+        };
+        let active = self.drains.start(ActiveDrain {
+            id: 0,
+            pod: who.pod.clone(),
+            container: who.container.clone(),
+            scope: acc.scope,
+            policy: acc.policy,
+            max_ms: acc.max_ms,
+            start_ns: params.start_ns,
+            cgroups: target.cgroups.clone(),
+        });
+        // A connection whose first state change both copies of the state
+        // program missed is counted before the first look. This holds the
+        // start up for a walk of the pod's sockets (the node's, for a pod
+        // on the host network: about 250 ms at 200,000 sockets).
+        if let (Some(repairer), Some(ns)) = (&self.repairer, who.netns) {
+            repairer.pod(ns, &who.pod).await;
+        }
+        let kernel = self.kernel.clone();
+        let exit_dirs = target.exit_dirs;
+        let exited = (!exit_dirs.is_empty()).then_some(async move {
+            if let Err(e) = all_exited(Some(&kernel), exit_dirs).await {
+                warn!(error = %e, "cannot watch the containers to outlive; waiting for the deadline");
+                std::future::pending::<()>().await;
+            }
+        });
+        let report = engine::run(&self.kernel, &target.cgroups, params, exited, progress).await?;
+        let full = DrainReport {
+            pod: who.pod,
+            container: who.container,
+            scope: acc.scope,
+            report,
+        };
+        let sinks = Sinks {
+            pod_api: self.pod_api.as_ref(),
+            metrics: &self.metrics,
+            container_name: container_name.as_deref(),
+        };
+        publish::released(sinks, active, &full);
+        Ok(full)
+    }
+}
+
+/// Converts the client's start (wall clock) to the kernel's clock.
+fn start_ns(started_unix_ms: u64) -> u64 {
+    let now_unix_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    let now = monotonic_ns();
+    // A start in the future (clock skew) counts as now.
+    let ago_ms = now_unix_ms.saturating_sub(started_unix_ms);
+    now.saturating_sub(ago_ms.saturating_mul(1_000_000))
+}
