@@ -6,12 +6,15 @@
 //! - [`cgroupfs`]: the cgroup v2 hierarchy, ids and paths;
 //! - [`resolver`]: which pod and container a cgroup belongs to;
 //! - [`kube`]: names, deletions and Events from the Kubernetes API;
-//! - [`gate`]: the drain gate that `graceful-wait` calls;
+//! - [`gate`]: the drain gate's socket, which `graceful-wait` calls;
 //! - [`metrics`]: what the agent counts and what `/metrics` reads at scrape time;
 //! - [`api`]: the local API, `/metrics` included;
 //! - [`memcg`]: the agent's memory budget, which grows with the node's sockets;
-//! - [`cli`]: the `graceful` command line, the agent included.
+//! - [`drain`]: the drains: settings, engine, table and reports;
+//! - [`agent`]: the node agent, which starts and owns every task;
+//! - [`cli`]: the `graceful` command line.
 pub mod adopt;
+pub mod agent;
 pub mod api;
 pub mod bpf;
 pub mod cgroupfs;

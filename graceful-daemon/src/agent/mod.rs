@@ -1,0 +1,105 @@
+//! The node agent: what `graceful daemon` runs. It attaches the programs,
+//! adopts the sockets that predate it, then starts and owns the tasks
+//! that serve the node (the resolver, the Kubernetes watch, the drains,
+//! the gate, the local API, the repair and collection rounds) until
+//! SIGTERM, when it stops them all within a bound.
+//!
+//! - [`serve`]: the wiring, and the run until a signal;
+//! - [`tasks`]: the named tasks it owns;
+//! - [`gate_dir`]: the host directory pods' hooks use;
+//! - [`budget`]: its memory budget, which grows with the node's sockets.
+
+use std::{
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use tracing::{info, warn};
+
+use crate::{
+    adopt::pass::adopt_all,
+    bpf::{
+        loader::{self, AttachOptions},
+        paths::PinDir,
+    },
+    cgroupfs::Hierarchy,
+    kernel,
+    kube::KubeArgs,
+};
+
+pub mod budget;
+pub mod gate_dir;
+pub mod serve;
+pub mod tasks;
+
+/// How long the agent waits, once told to stop, for its tasks and then for
+/// work on blocking threads (a repair pass, a collection round) to end.
+pub const STOP_LIMIT: Duration = Duration::from_secs(5);
+
+/// What the agent runs with (from `graceful daemon`'s flags).
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub replace_incompatible_pins: bool,
+    pub gc_interval: Duration,
+    /// `0s`: no periodic repair pass.
+    pub repair_interval: Duration,
+    pub gate_dir: Option<PathBuf>,
+    pub shutdown_budget: Duration,
+    pub wait_bin: Option<PathBuf>,
+    /// `off`: no TCP listener.
+    pub api_addr: String,
+    pub metrics_max_pods: usize,
+    pub kube: KubeArgs,
+}
+
+/// Runs the agent until SIGTERM or SIGINT.
+pub fn run(pins: &PinDir, api_socket: &Path, settings: Settings) -> anyhow::Result<i32> {
+    let release = kernel::check_floor().map_err(anyhow::Error::msg)?;
+    let hier = Hierarchy::discover()?;
+    let opts = AttachOptions {
+        replace_incompatible: settings.replace_incompatible_pins,
+    };
+    let mut attached = loader::attach(pins, &opts)?;
+    info!(
+        kernel = %release,
+        cgroup2 = %hier.mount().display(),
+        pins = %pins.root().display(),
+        reused_maps = attached.reused_maps,
+        reused_link = attached.reused_link,
+        "programs attached"
+    );
+    let adoption = adopt_all(&mut attached.ebpf)?;
+    info!(
+        offered = adoption.offered,
+        namespaces = adoption.namespaces,
+        "adoption done"
+    );
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let served = rt.block_on(serve::serve(
+        pins.clone(),
+        hier,
+        attached.ebpf,
+        adoption,
+        api_socket,
+        settings,
+    ));
+    // Blocking work still running (a repair pass over a large node) is not
+    // waited for past the bound: its results would have nowhere to go.
+    let started = std::time::Instant::now();
+    rt.shutdown_timeout(STOP_LIMIT);
+    if started.elapsed() >= STOP_LIMIT {
+        warn!(
+            limit_s = STOP_LIMIT.as_secs(),
+            "blocking work still ran when the agent stopped; left behind"
+        );
+    }
+    served?;
+    // The programs stay attached through their pinned links and keep
+    // counting; the next agent picks the maps up where this one left them.
+    info!("stopped; programs stay attached and keep counting until `graceful uninstall`");
+    Ok(0)
+}

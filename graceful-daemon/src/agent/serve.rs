@@ -1,0 +1,180 @@
+//! The agent's wiring: the kernel handle, the resolver, the Kubernetes
+//! watch, the drains and their transports, the local API; then the run
+//! until a signal, and the stop.
+
+use std::{path::Path, sync::Arc};
+
+use tokio::sync::broadcast::{self, error::RecvError};
+use tracing::{error, info, warn};
+
+use super::{budget, gate_dir, tasks::Tasks, Settings, STOP_LIMIT};
+use crate::{
+    adopt::{pass::Report as AdoptReport, repair::Repairer},
+    api::{self, node::Node, routes::Api},
+    bpf::{maps, paths::PinDir, Kernel},
+    cgroupfs::Hierarchy,
+    drain::{drainer::Drainer, pod_api::PodApi},
+    gate::server,
+    kube::{Outcome, TerminationReport},
+    metrics::Recorder,
+    resolver::watch::{WatchConfig, Watcher},
+};
+
+pub async fn serve(
+    pins: PinDir,
+    hier: Hierarchy,
+    ebpf: aya::Ebpf,
+    adoption: AdoptReport,
+    api_socket: &Path,
+    settings: Settings,
+) -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    // Before anything else, and long before "ready": a SIGTERM that came
+    // in between would meet the default action, or nothing at all where
+    // the parent left it ignored (seen under a VM's init).
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut tasks = Tasks::default();
+    let kernel = Kernel::open(&pins)?.with_object(ebpf);
+    let watcher = Watcher::spawn(&hier, WatchConfig::default())?;
+    let recorder = Arc::new(Recorder::new(&Outcome::ALL.map(Outcome::as_str)));
+    recorder.repair(None, adoption.repaired);
+    let repairer = Repairer::new(kernel.clone(), recorder.clone());
+    // Names, deletions and Events from the API; never blocks or fails the start.
+    let kube = crate::kube::Kube::start(
+        &settings.kube,
+        watcher.resolver().shared(),
+        Some((
+            kernel.clone(),
+            watcher.resolver().subscribe(),
+            hier.mount().to_path_buf(),
+        )),
+    )
+    .await;
+    if let Some(t) = kube.as_ref().and_then(|k| k.terminations.as_ref()) {
+        tasks.spawn(
+            "termination metrics",
+            count_terminations(t.subscribe(), recorder.clone()),
+        );
+    }
+    let pod_api = kube.as_ref().map(|k| PodApi {
+        store: k.store.clone(),
+        events: k.events.clone(),
+    });
+    let mut drainer = Drainer::new(
+        kernel.clone(),
+        watcher.resolver().shared(),
+        hier.clone(),
+        recorder.clone(),
+        pod_api,
+        settings.shutdown_budget,
+    );
+    drainer.repairer = Some(repairer.clone());
+    let drainer = Arc::new(drainer);
+    if let Some(dir) = &settings.gate_dir {
+        let listener = gate_dir::open(dir, settings.wait_bin.clone())?;
+        info!(gate = %dir.join("gate.sock").display(), "drain gate listening");
+        tasks.spawn("gate", server::serve(listener, drainer.clone()));
+    }
+    let node = Arc::new(Node {
+        pins: pins.clone(),
+        index: watcher.resolver().shared(),
+        kernel,
+        drains: drainer.drains.clone(),
+        metrics: recorder.clone(),
+        kube,
+        adoption,
+        metrics_max_pods: settings.metrics_max_pods,
+    });
+    let api = Arc::new(Api {
+        registry: recorder.registry(Arc::<Node>::downgrade(&node)),
+        node,
+        resolver: watcher.resolver().clone(),
+    });
+    start_api(&mut tasks, &settings.api_addr, api_socket, api).await;
+    info!("ready");
+    let mut short = None;
+    budget::check(&mut short);
+    let mut gc = tokio::time::interval(settings.gc_interval);
+    gc.tick().await;
+    // A task of its own: a pass over a large node takes a while, and
+    // nothing here should wait for it. `0s` turns it off (tokio's interval
+    // can't be zero).
+    if !settings.repair_interval.is_zero() {
+        let mut every = tokio::time::interval(settings.repair_interval);
+        every.tick().await;
+        tasks.spawn("repair", async move {
+            loop {
+                every.tick().await;
+                repairer.all().await;
+            }
+        });
+    }
+    loop {
+        tokio::select! {
+            _ = term.recv() => { info!("SIGTERM"); break }
+            _ = int.recv() => { info!("SIGINT"); break }
+            (name, how) = tasks.ended() => Tasks::report(name, how),
+            _ = gc.tick() => {
+                budget::check(&mut short);
+                let (pins, hier) = (pins.clone(), hier.clone());
+                match tokio::task::spawn_blocking(move || maps::collect_garbage(&pins, &hier)).await? {
+                    Ok(0) => {}
+                    Ok(n) => info!(removed = n, "dropped counters of removed cgroups"),
+                    Err(e) => warn!(error = %e, "counter garbage collection failed"),
+                }
+            }
+        }
+    }
+    let left = tasks.shutdown(STOP_LIMIT).await;
+    if !left.is_empty() {
+        warn!(tasks = ?left, limit_s = STOP_LIMIT.as_secs(), "agent tasks still ran past the stop limit");
+    }
+    // The API's socket goes with it; the gate's stays for pods that
+    // mount its directory (the next agent binds it again).
+    let _ = std::fs::remove_file(api_socket);
+    Ok(())
+}
+
+/// Binds the local API's listeners. An address or socket that cannot be
+/// bound is one error line and the agent goes on without it: counting and
+/// drains matter more than the API (the readiness probe, which asks the
+/// API, then says so), and the CLI falls back to the pins.
+async fn start_api(tasks: &mut Tasks, addr: &str, socket: &Path, api: Arc<Api>) {
+    if addr != "off" {
+        match tokio::net::TcpListener::bind(addr).await {
+            Ok(listener) => {
+                let bound = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
+                info!(addr = %bound, "local API listening");
+                tasks.spawn("api tcp", api::server::serve(listener, api.clone()));
+            }
+            Err(e) => error!(
+                "cannot serve the local API on {addr}: {e}; going on without it (set --api-addr, or `off`)"
+            ),
+        }
+    }
+    match api::server::bind_unix(socket) {
+        Ok(listener) => {
+            info!(socket = %socket.display(), "local API listening");
+            tasks.spawn("api socket", api::server::serve(listener, api));
+        }
+        Err(e) => error!("{e:#}; going on without the API socket (the CLI reads the pins instead)"),
+    }
+}
+
+/// Counts each terminating pod's report in the metrics.
+async fn count_terminations(mut rx: broadcast::Receiver<TerminationReport>, recorder: Arc<Recorder>) {
+    loop {
+        match rx.recv().await {
+            Ok(r) => recorder.termination(r.outcome.as_str()),
+            Err(RecvError::Lagged(n)) => {
+                warn!(
+                    missed = n,
+                    "termination reports came faster than they were counted"
+                );
+                recorder.error("metrics_lagged");
+            }
+            Err(RecvError::Closed) => return,
+        }
+    }
+}
