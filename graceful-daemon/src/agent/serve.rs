@@ -13,9 +13,12 @@ use crate::{
     api::{self, node::Node, routes::Api},
     bpf::{maps, paths::PinDir, Kernel},
     cgroupfs::Hierarchy,
-    drain::{drainer::Drainer, pod_api::PodApi},
+    drain::{
+        drainer::Drainer,
+        pod_api::PodApi,
+        terminations::{Outcome, TerminationReport, Terminations},
+    },
     gate::server,
-    kube::{Outcome, TerminationReport},
     metrics::Recorder,
     resolver::watch::{WatchConfig, Watcher},
 };
@@ -41,17 +44,20 @@ pub async fn serve(
     recorder.repair(None, adoption.repaired);
     let repairer = Repairer::new(kernel.clone(), recorder.clone());
     // Names, deletions and Events from the API; never blocks or fails the start.
-    let kube = crate::kube::Kube::start(
-        &settings.kube,
-        watcher.resolver().shared(),
-        Some((
+    let kube = crate::kube::Kube::start(&settings.kube, watcher.resolver().shared()).await;
+    // Every terminating pod's report, gated or not: from the watch's
+    // deletions and the kernel's counts.
+    let terminations = kube.as_ref().map(|k| {
+        Terminations::spawn(
             kernel.clone(),
+            watcher.resolver().shared(),
             watcher.resolver().subscribe(),
+            k.store.clone(),
+            Some(k.events.clone()),
             hier.mount().to_path_buf(),
-        )),
-    )
-    .await;
-    if let Some(t) = kube.as_ref().and_then(|k| k.terminations.as_ref()) {
+        )
+    });
+    if let Some(t) = &terminations {
         tasks.spawn(
             "termination metrics",
             count_terminations(t.subscribe(), recorder.clone()),
@@ -83,6 +89,7 @@ pub async fn serve(
         drains: drainer.drains.clone(),
         metrics: recorder.clone(),
         kube,
+        terminations,
         adoption,
         metrics_max_pods: settings.metrics_max_pods,
     });

@@ -18,7 +18,7 @@ use tokio::sync::{broadcast, mpsc};
 use super::node::Node;
 use crate::{
     drain::report::DrainEvent,
-    kube::{terminating::recv, TerminationReport},
+    drain::terminations::{recv, TerminationReport},
     reply::{line_bytes, ndjson, Body},
     resolver::{counts::PodView, index::Change},
 };
@@ -36,11 +36,7 @@ pub fn stream(node: Arc<Node>, changes: broadcast::Receiver<Change>) -> http::Re
     let (tx, rx) = mpsc::channel::<Bytes>(64);
     // Subscribed before the response goes out: nothing after it is missed.
     let drains = Some(node.drains.subscribe());
-    let terms = node
-        .kube
-        .as_ref()
-        .and_then(|k| k.terminations.as_ref())
-        .map(|t| t.subscribe());
+    let terms = node.terminations.as_ref().map(|t| t.subscribe());
     tokio::spawn(run(node, changes, drains, terms, tx));
     ndjson(rx)
 }

@@ -16,8 +16,9 @@ use crate::{
     drain::{
         report::{ActiveDrain, DrainReport},
         table::Drains as DrainTable,
+        terminations::{TerminationReport, Terminations, Watched},
     },
-    kube::{terminating::Watched, ApiState, Kube, TerminationReport},
+    kube::{ApiState, Kube},
     metrics::{AdoptionFigures, KernelFigures, LiveSource, MetricsSnapshot, PodFigures, Recorder},
     resolver::{
         counts::{sort_pods, views, PodState, PodView},
@@ -33,6 +34,8 @@ pub struct Node {
     pub drains: Arc<DrainTable>,
     pub metrics: Arc<Recorder>,
     pub kube: Option<Kube>,
+    /// The terminating pods' reports; `None` standalone.
+    pub terminations: Option<Terminations>,
     pub adoption: AdoptReport,
     /// Per-pod metric series at most; the rest are summed into `_other`.
     pub metrics_max_pods: usize,
@@ -107,7 +110,7 @@ impl Node {
     }
 
     pub fn drains(&self) -> Drains {
-        let terminations = self.kube.as_ref().and_then(|k| k.terminations.as_ref());
+        let terminations = self.terminations.as_ref();
         Drains {
             active: self.drains.active(),
             released: self.drains.history(),
@@ -183,7 +186,7 @@ impl LiveSource for Node {
             }
         };
         let watch_entries = sync::lock(&self.kernel.watch).len() as u64;
-        let terminations = self.kube.as_ref().and_then(|k| k.terminations.as_ref());
+        let terminations = self.terminations.as_ref();
         MetricsSnapshot {
             unlabelled: rest.len(),
             pods: figures,

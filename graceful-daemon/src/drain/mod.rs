@@ -12,7 +12,9 @@
 //! - [`table`]: the drains in progress, the history and their feed;
 //! - [`report`]: a drain as the rest of the agent sees it;
 //! - [`publish`]: a released drain's report to its sinks;
-//! - [`pod_api`]: what drains take from the Kubernetes API, and their Events.
+//! - [`pod_api`]: what drains take from the Kubernetes API, and their Events;
+//! - [`terminations`]: the report every terminating pod gets, gated or not:
+//!   when its inbound count reaches zero after its deletion.
 pub mod drainer;
 pub mod engine;
 pub mod exits;
@@ -23,3 +25,4 @@ pub mod report;
 pub mod scope;
 pub mod settings;
 pub mod table;
+pub mod terminations;

@@ -9,8 +9,6 @@
 //!   richer [`PodStore`];
 //! - [`events`]: posting core/v1 Events on pods;
 //! - [`error`]: an API error and its causes on one line, for both;
-//! - [`terminating`]: the report every terminating pod gets, gated or not:
-//!   when its inbound count reaches zero after its deletion.
 //!
 //! Nothing here can stop the agent: without a config it runs standalone,
 //! and while the API is unreachable everything else keeps working, pods are
@@ -32,73 +30,47 @@
 //! `get` is not used today; it is listed for `kubectl auth can-i` parity
 //! with list/watch. Events are core/v1 (`""`), not `events.k8s.io`.
 
-use std::{
-    path::PathBuf,
-    sync::{Arc, RwLock},
-};
+use std::sync::{Arc, RwLock};
 
-use tokio::{sync::broadcast, task::JoinHandle};
+use tokio::task::JoinHandle;
 
-use crate::{
-    bpf::Kernel,
-    resolver::{index::Change, index::PodIndex},
-};
+use crate::resolver::index::PodIndex;
 
 pub mod config;
 pub mod error;
 pub mod events;
 pub mod pod;
-pub mod terminating;
 pub mod watch;
 
 pub use config::{KubeArgs, Source};
 pub use events::{EventPoster, PodRef};
 pub use pod::{ContainerInfo, ContainerKind, PodInfo};
-pub use terminating::{Outcome, TerminationReport, Terminations};
 pub use watch::{ApiState, PodEvent, PodStore, PodWatch, WatchOptions};
 
 /// Everything the agent runs against the API, stopped on drop.
 pub struct Kube {
     pub store: Arc<PodStore>,
     pub events: EventPoster,
-    pub terminations: Option<Terminations>,
     watch: JoinHandle<()>,
 }
 
 impl Kube {
-    /// Starts the pod watch (feeding `index`) and, with a `kernel`, the
-    /// terminating-pod reports. `None` in standalone mode: no config, or
-    /// `--standalone`. Never fails: an API that cannot be reached is retried
-    /// in the background.
-    pub async fn start(
-        args: &KubeArgs,
-        index: Arc<RwLock<PodIndex>>,
-        report: Option<(Kernel, broadcast::Receiver<Change>, PathBuf)>,
-    ) -> Option<Kube> {
+    /// Starts the pod watch (feeding `index`). `None` in standalone mode:
+    /// no config, or `--standalone`. Never fails: an API that cannot be
+    /// reached is retried in the background.
+    pub async fn start(args: &KubeArgs, index: Arc<RwLock<PodIndex>>) -> Option<Kube> {
         let source = config::resolve(args)?;
         let node = config::node_name(args);
         let opts = WatchOptions::new(source, node);
-        Some(Self::start_with(opts, index, report))
+        Some(Self::start_with(opts, index))
     }
 
     /// [`start`](Self::start) with the options spelled out (tests: a short
     /// backoff, a kubeconfig of their own).
-    pub fn start_with(
-        opts: WatchOptions,
-        index: Arc<RwLock<PodIndex>>,
-        report: Option<(Kernel, broadcast::Receiver<Change>, PathBuf)>,
-    ) -> Kube {
-        let (watch, store, events) = PodWatch::new(opts, index.clone());
-        let terminations = report.map(|(kernel, changes, mount)| {
-            Terminations::spawn(kernel, index, changes, store.clone(), Some(events.clone()), mount)
-        });
+    pub fn start_with(opts: WatchOptions, index: Arc<RwLock<PodIndex>>) -> Kube {
+        let (watch, store, events) = PodWatch::new(opts, index);
         let watch = tokio::spawn(watch.run());
-        Kube {
-            store,
-            events,
-            terminations,
-            watch,
-        }
+        Kube { store, events, watch }
     }
 }
 

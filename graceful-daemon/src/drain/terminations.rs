@@ -40,13 +40,9 @@ use tokio::{
 };
 use tracing::{debug, info, warn};
 
-use super::{
-    events::{EventPoster, PodRef},
-    pod::PodInfo,
-    watch::{PodEvent, PodStore},
-};
 use crate::{
     bpf::Kernel,
+    kube::{EventPoster, PodEvent, PodInfo, PodRef, PodStore},
     resolver::index::{Change, PodIndex},
     sync,
 };
