@@ -79,7 +79,16 @@ impl EventPoster {
         message: &str,
         warning: bool,
     ) -> Result<(), EventError> {
-        let result = self.try_post(pod, reason, message, warning).await;
+        let post = async {
+            let client = sync::lock(&self.client).clone().ok_or(EventError::NotConnected)?;
+            let ev = build_event(pod, reason, message, warning, &self.node, Timestamp::now());
+            let api: Api<Event> = Api::namespaced(client, &pod.namespace);
+            match tokio::time::timeout(self.timeout, api.create(&PostParams::default(), &ev)).await {
+                Ok(r) => r.map(drop).map_err(EventError::from),
+                Err(_) => Err(EventError::Timeout(self.timeout)),
+            }
+        };
+        let result = post.await;
         match &result {
             Ok(()) => debug!(pod = %format!("{}/{}", pod.namespace, pod.name), reason, "event posted"),
             Err(e) => warn!(
@@ -90,22 +99,6 @@ impl EventPoster {
             ),
         }
         result
-    }
-
-    async fn try_post(
-        &self,
-        pod: &PodRef,
-        reason: &str,
-        message: &str,
-        warning: bool,
-    ) -> Result<(), EventError> {
-        let client = sync::lock(&self.client).clone().ok_or(EventError::NotConnected)?;
-        let ev = build_event(pod, reason, message, warning, &self.node, Timestamp::now());
-        let api: Api<Event> = Api::namespaced(client, &pod.namespace);
-        match tokio::time::timeout(self.timeout, api.create(&PostParams::default(), &ev)).await {
-            Ok(r) => r.map(drop).map_err(EventError::from),
-            Err(_) => Err(EventError::Timeout(self.timeout)),
-        }
     }
 }
 
