@@ -18,7 +18,7 @@ use super::{
     exits::all_exited,
     pod_api::PodApi,
     policy::{Params, Policy},
-    publish::{self, Sinks},
+    publish::{Released, Sinks},
     report::{ActiveDrain, DrainReport},
     scope::{after_dirs, cgroups_of, pod_of, Refusal, Subject, Target},
     settings::{self, PodFacts},
@@ -145,13 +145,15 @@ impl Drainer {
     }
 
     /// Runs a prepared drain to its release, calling `progress` whenever
-    /// the inbound count changes, and publishes its report. Dropped before
-    /// it returns (the client went away), the drain counts as abandoned.
+    /// the inbound count changes. The report comes back for the hook's
+    /// last line, then goes to the other sinks ([`Released::publish`]).
+    /// Dropped before it returns (the client went away), the drain counts
+    /// as abandoned.
     pub async fn run(
         self: Arc<Self>,
         p: Prepared,
         progress: impl FnMut(&Point) + Send,
-    ) -> Result<DrainReport, MapError> {
+    ) -> Result<Released, MapError> {
         let span = p.span.clone();
         let result = self.run_in_span(p, progress).instrument(span.clone()).await;
         if let Err(e) = &result {
@@ -165,14 +167,14 @@ impl Drainer {
         &self,
         p: Prepared,
         progress: impl FnMut(&Point) + Send,
-    ) -> Result<DrainReport, MapError> {
+    ) -> Result<Released, MapError> {
         let Prepared {
             who,
             accepted: acc,
             container_name,
             target,
             params,
-            span: _,
+            span,
         } = p;
         // The quiet policy needs inbound payload: watch it only now, and
         // before the drain is listed, so a listed quiet drain sees payload.
@@ -221,12 +223,13 @@ impl Drainer {
             report,
         };
         let sinks = Sinks {
-            pod_api: self.pod_api.as_ref(),
-            metrics: &self.metrics,
-            container_name: container_name.as_deref(),
+            pod_api: self.pod_api.clone(),
+            metrics: self.metrics.clone(),
+            container_name,
+            active,
+            span,
         };
-        publish::released(sinks, active, &full);
-        Ok(full)
+        Ok(Released::new(full, sinks))
     }
 }
 

@@ -159,17 +159,25 @@ async fn drain(drainer: Arc<Drainer>, caller: Caller, req: Request<hyper::body::
             };
             let _ = progress_tx.try_send(line_bytes(&line));
         });
-        let last = tokio::select! {
-            r = run => match r {
-                Ok(report) => line_bytes(&Line::Report(Box::new(report))),
-                Err(e) => line_bytes(&ErrorBody { error: e.to_string() }),
-            },
+        let result = tokio::select! {
+            r = run => r,
             _ = tx.closed() => {
                 info!(pod = %pod, "drain abandoned: the client went away");
                 return;
             }
         };
-        let _ = tx.send(last).await;
+        match result {
+            // The hook first: its release is what the pod waits for.
+            Ok(released) => {
+                let _ = tx
+                    .send(line_bytes(&Line::Report(Box::new(released.report.clone()))))
+                    .await;
+                released.publish();
+            }
+            Err(e) => {
+                let _ = tx.send(line_bytes(&ErrorBody { error: e.to_string() })).await;
+            }
+        }
     });
     ndjson(rx)
 }
