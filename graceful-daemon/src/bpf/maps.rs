@@ -1,12 +1,12 @@
 //! The pinned maps, opened by path through [`open_path`]: a type for each
 //! map user space reads or writes. They work whether or not an agent runs.
 //!
-//! - [`Counters`]: per-cgroup counts, read lock-free on every drain's look;
+//! - [`Counters`]: per-cgroup counts, read lock-free on every drain's look
+//!   (and, after a layout check, by readers without an agent:
+//!   [`Counters::open_checked`]);
 //! - [`Stats`]: the programs' own figures;
 //! - [`WatchSet`]: the cgroups whose changes the kernel reports (the agent's
 //!   alone: opening it empties it);
-//! - [`Pinned`]: counters and stats after a layout check, for readers
-//!   without an agent (the CLI's offline path);
 //! - [`adopt_map`]: the adoption hand-over, from the loaded object.
 
 use std::collections::BTreeMap;
@@ -45,6 +45,16 @@ impl Counters {
         Ok(Self {
             map: open(pins, names::COUNTERS, Map::HashMap)?,
         })
+    }
+
+    /// The counters of a pin directory whose layout this build reads: what
+    /// a reader without an agent opens (`graceful cgroups`, the offline
+    /// `graceful pods`). It never touches the watch map.
+    pub fn open_checked(pins: &PinDir) -> Result<Self, MapError> {
+        if layout::check(pins)? == PinState::Empty {
+            return Err(MapError::NotInstalled(pins.root().display().to_string()));
+        }
+        Self::open(pins)
     }
 
     /// The counters of one cgroup; zero if it never had a connection.
@@ -175,26 +185,6 @@ impl WatchSet {
 
     pub fn is_empty(&self) -> bool {
         self.refs.is_empty()
-    }
-}
-
-/// The counters and stats of a pin directory whose layout this build
-/// reads: what a reader without an agent opens (`graceful cgroups`, the
-/// offline `graceful pods`). Read-only: it never touches the watch map.
-pub struct Pinned {
-    pub counters: Counters,
-    pub stats: Stats,
-}
-
-impl Pinned {
-    pub fn open(pins: &PinDir) -> Result<Self, MapError> {
-        if layout::check(pins)? == PinState::Empty {
-            return Err(MapError::NotInstalled(pins.root().display().to_string()));
-        }
-        Ok(Self {
-            counters: Counters::open(pins)?,
-            stats: Stats::open(pins)?,
-        })
     }
 }
 

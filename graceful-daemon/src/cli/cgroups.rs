@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::table::Output;
 use crate::{
-    bpf::{maps::Pinned, paths::PinDir},
+    bpf::{maps::Counters, paths::PinDir},
     cgroupfs::Hierarchy,
 };
 
@@ -39,7 +39,7 @@ pub struct Row {
 }
 
 pub fn rows(pins: &PinDir, hier: &Hierarchy) -> anyhow::Result<Vec<Row>> {
-    let counts = Pinned::open(pins)?.counters.all();
+    let counts = Counters::open_checked(pins)?.all();
     let paths = hier.walk();
     Ok(counts
         .into_iter()

@@ -16,7 +16,7 @@ use super::{
     table::{dash, n, table},
 };
 use crate::{
-    bpf::{maps::Pinned, paths::PinDir},
+    bpf::{maps::Counters, paths::PinDir},
     cgroupfs::Hierarchy,
     resolver::{
         counts::{find, sort_pods, views, Live, PodView},
@@ -68,7 +68,7 @@ fn note(why: &ClientError) -> String {
 
 /// Every pod on the node with its counts, from the pins and the tree.
 fn snapshot(pins: &PinDir, hier: &Hierarchy) -> anyhow::Result<Vec<PodView>> {
-    let counters = Pinned::open(pins)?.counters.all();
+    let counters = Counters::open_checked(pins)?.all();
     let index = PodIndex::build(hier);
     let mut pods = views(&index, &counters);
     sort_pods(&mut pods);
