@@ -30,7 +30,6 @@ use crate::{
     cgroupfs::Hierarchy,
     metrics::Recorder,
     resolver::index::PodIndex,
-    sync,
 };
 
 /// Everything a drain needs, shared by all of them.
@@ -87,7 +86,7 @@ impl Drainer {
 
     /// The cgroups of `who`'s pod and their counts summed.
     pub fn pod_counts(&self, who: &Subject) -> Result<(Vec<u64>, CgroupCounters), Refusal> {
-        let pod = pod_of(&sync::read(&self.index), &self.hier, &who.pod)?;
+        let pod = pod_of(&self.index, &self.hier, &who.pod)?;
         let (cgroups, _) = cgroups_of(&self.hier, &pod, who, Scope::Pod)?;
         let mut sum = CgroupCounters::default();
         for c in &cgroups {
@@ -118,7 +117,7 @@ impl Drainer {
         }
         // Looked up once: for a pod the watcher has not filed yet, this
         // walks the cgroup tree.
-        let pod = pod_of(&sync::read(&self.index), &self.hier, &who.pod)?;
+        let pod = pod_of(&self.index, &self.hier, &who.pod)?;
         let (cgroups, dir) = cgroups_of(&self.hier, &pod, &who, acc.scope)?;
         let exit_dirs = after_dirs(&self.hier, &pod, &who, &acc.after_containers)?;
         let params = Params {

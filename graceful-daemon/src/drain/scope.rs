@@ -3,7 +3,7 @@
 //! and the containers it must outlive. Looked up in the watcher's index,
 //! or by a fresh walk for a container started a moment ago.
 
-use std::path::PathBuf;
+use std::{path::PathBuf, sync::RwLock};
 
 use graceful_api::Scope;
 
@@ -11,6 +11,7 @@ use crate::{
     adopt::netns::NetNs,
     cgroupfs::Hierarchy,
     resolver::index::{Pod, PodIndex},
+    sync,
 };
 
 /// Who a drain is for: a pod, and the container that asked, if any.
@@ -46,8 +47,10 @@ pub enum Refusal {
 
 /// The subject's pod, from the watcher's index, or from a fresh walk for a
 /// container started a moment ago that the watcher has not filed yet.
-pub fn pod_of(index: &PodIndex, hier: &Hierarchy, uid: &str) -> Result<Pod, Refusal> {
-    if let Some(p) = index.pod(uid) {
+/// The index's lock is released before that walk: the resolver must not
+/// wait for it.
+pub fn pod_of(index: &RwLock<PodIndex>, hier: &Hierarchy, uid: &str) -> Result<Pod, Refusal> {
+    if let Some(p) = sync::read(index).pod(uid) {
         return Ok(p.clone());
     }
     PodIndex::build(hier)
