@@ -20,14 +20,6 @@ impl Tasks {
         self.names.insert(handle.id(), name);
     }
 
-    pub fn len(&self) -> usize {
-        self.set.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.set.is_empty()
-    }
-
     /// Waits for the next task to end and says which it was and how; pends
     /// forever when there is none, so it can sit in a `select!`.
     pub async fn ended(&mut self) -> (&'static str, Result<(), JoinError>) {
