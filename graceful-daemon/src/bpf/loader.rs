@@ -24,7 +24,7 @@ use aya::{
     },
     Ebpf, EbpfLoader,
 };
-use graceful_common::{names, Meta};
+use graceful_common::{clock::monotonic_ns, names, Meta};
 use tracing::{info, warn};
 
 use super::{
@@ -424,10 +424,6 @@ pub fn uninstall(pins: &PinDir) -> std::io::Result<Vec<PathBuf>> {
     }
     Ok(removed)
 }
-
-/// The programs' clock; kept here for the tests and tools that import it
-/// from this path.
-pub use graceful_common::clock::monotonic_ns;
 
 /// Loads and attaches the programs without pinning anything, then lets them
 /// go: `graceful doctor`'s proof that this kernel takes them. `Ok` carries

@@ -5,8 +5,8 @@
 
 use std::time::{Duration, Instant};
 
-use graceful::bpf::loader::monotonic_ns;
 pub use graceful_tests::cluster::release::sigterm_ns;
+use graceful_tests::monotonic_ns;
 use graceful_tests::{
     cluster::{clients::Clients, pod::Pod, Cluster, Namespace, AGENT_NAMESPACE, AGENT_SELECTOR},
     EVENT_SLACK_MS,

@@ -9,8 +9,8 @@
 
 use std::time::Instant;
 
-use graceful::bpf::loader::monotonic_ns;
 use graceful_tests::cluster::{clients::Clients, pod::Pod, Namespace, AGENT_NAMESPACE};
+use graceful_tests::monotonic_ns;
 
 use crate::gate::{events_of, sigterm_ns, wait_drain_engaged};
 

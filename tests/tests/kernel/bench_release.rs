@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use graceful::{
     adopt::sockdiag,
-    bpf::{loader::monotonic_ns, paths::PinDir, Kernel},
+    bpf::{paths::PinDir, Kernel},
     drain::{
         engine,
         exits::all_exited,
@@ -27,6 +27,7 @@ use graceful_common::{event, watch};
 use graceful_tests::{
     agent::Agent,
     cgroup::Cgroup,
+    monotonic_ns,
     peer::{addr, held_connections, Peer},
     pod::SimPod,
 };

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use graceful::{
-    bpf::{loader::monotonic_ns, paths::PinDir, Kernel},
+    bpf::{paths::PinDir, Kernel},
     drain::{
         engine,
         policy::{Params, Policy, Reason},
@@ -13,6 +13,7 @@ use graceful::{
 use graceful_tests::{
     agent::Agent,
     cgroup::Cgroup,
+    monotonic_ns,
     peer::{addr, Peer},
     EVENT_SLACK_MS,
 };

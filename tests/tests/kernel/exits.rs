@@ -4,8 +4,9 @@
 
 use std::time::Duration;
 
-use graceful::bpf::{loader::monotonic_ns, paths::PinDir, Kernel};
+use graceful::bpf::{paths::PinDir, Kernel};
 use graceful_common::{event, names, watch, Event};
+use graceful_tests::monotonic_ns;
 use graceful_tests::{agent::Agent, cgroup::Cgroup, peer::Peer};
 use tokio::sync::broadcast::{error::TryRecvError, Receiver};
 

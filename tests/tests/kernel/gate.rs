@@ -10,7 +10,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use graceful::bpf::loader::monotonic_ns;
+use graceful_tests::monotonic_ns;
 use graceful_tests::{
     agent::Agent,
     cgroup::Cgroup,

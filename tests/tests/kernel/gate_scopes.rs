@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use graceful::bpf::loader::monotonic_ns;
+use graceful_tests::monotonic_ns;
 use graceful_tests::{
     agent::Agent,
     cgroup::Cgroup,
