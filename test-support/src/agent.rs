@@ -1,9 +1,10 @@
 //! `graceful daemon` as a child process on a pin directory of its own, so
 //! it never touches a node's agent, or another run's: started (in a cgroup
-//! if asked, from its first allocation), stopped within a bound, and
-//! uninstalled, which detaches its programs. What a caller reads of its
-//! logs and how it decides it is ready stay with the caller (the tests
-//! read a log file, the benchmarks its JSON lines).
+//! if asked, from its first allocation), and uninstalled, which detaches
+//! its programs; stopped like any child ([`crate::process::terminate`]).
+//! What a caller reads of its logs and how it decides it is ready stay
+//! with the caller (the tests read a log file, the benchmarks its JSON
+//! lines).
 
 use std::{
     io,
@@ -44,12 +45,6 @@ impl Graceful {
         }
         cmd.spawn()
             .map_err(|e| io::Error::new(e.kind(), format!("start {} daemon: {e}", self.bin.display())))
-    }
-
-    /// SIGTERM and the exit within `grace` (the agent must shut down on
-    /// its own: one that does not is a bug, and killed).
-    pub fn stop(child: &mut Child, grace: Duration) -> io::Result<std::process::ExitStatus> {
-        crate::process::terminate(child, grace)
     }
 
     /// `graceful ARGS`, its output, within a minute.

@@ -164,10 +164,3 @@ pub fn home() -> anyhow::Result<PathBuf> {
         .map(PathBuf::from)
         .context("HOME is not set: it locates ~/.local/share/graceful")
 }
-
-/// Makes `cmd`'s process join `cgroup` (v1 or v2) between fork and exec,
-/// so everything it does (listen, connect, allocate) already belongs to
-/// that cgroup.
-pub fn spawn_into(cmd: &mut Command, cgroup: &Path) -> anyhow::Result<()> {
-    Ok(graceful_test_support::cgroup::start_in(cmd, cgroup)?)
-}

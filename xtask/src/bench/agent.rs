@@ -11,7 +11,7 @@ use std::{
 };
 
 use anyhow::{bail, Context as _};
-use graceful_test_support::agent::Graceful;
+use graceful_test_support::{agent::Graceful, process};
 use serde_json::Value;
 
 /// How long the agent may take to become ready (adopting 200k sockets included).
@@ -186,7 +186,7 @@ impl Agent {
         let Some(mut child) = self.child.take() else {
             return Ok(());
         };
-        let status = Graceful::stop(&mut child, STOP_TIMEOUT)?;
+        let status = process::terminate(&mut child, STOP_TIMEOUT)?;
         if !status.success() {
             eprintln!("warning: the agent exited with {status}");
         }

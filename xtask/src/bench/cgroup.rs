@@ -4,12 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
-use graceful_test_support::cgroup::{self, remove};
-
-/// The cgroup2 mount point.
-pub fn mount_point() -> anyhow::Result<PathBuf> {
-    Ok(cgroup::mount()?)
-}
+use graceful_test_support::cgroup::remove;
 
 /// Directories `<mount>/<prefix><i>`, removed on drop.
 pub struct Cgroups {
@@ -20,7 +15,7 @@ pub struct Cgroups {
 impl Cgroups {
     /// Removes leftovers of an interrupted run, then creates `count` cgroups.
     pub fn create(prefix: &str, count: usize) -> anyhow::Result<Self> {
-        let mount = mount_point()?;
+        let mount = crate::mounts::cgroup2()?;
         for entry in std::fs::read_dir(&mount)? {
             let path = entry?.path();
             if path

@@ -12,7 +12,7 @@ use std::{
     ffi::OsString,
     fs::{self, File, OpenOptions},
     os::{fd::AsRawFd as _, unix::process::CommandExt as _},
-    path::{Path, PathBuf},
+    path::PathBuf,
     process::{Child, Command, Stdio},
     time::Duration,
 };
@@ -229,7 +229,7 @@ fn spawn(paths: &Paths, spec: &Spec) -> anyhow::Result<Child> {
             "PATH",
             "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
         );
-    util::spawn_into(&mut cmd, &cg)?;
+    graceful_test_support::cgroup::start_in(&mut cmd, &cg)?;
     let ns = if spec.in_node {
         Some(File::open(node::netns_path()).with_context(|| format!("cannot open {}", node::netns_path()))?)
     } else {
@@ -377,20 +377,5 @@ pub fn cgroup_pids() -> Vec<u32> {
     let Ok(cg) = cgroup() else {
         return Vec::new();
     };
-    pids_in(&cg)
-}
-
-/// The pids in `cg` and every cgroup below it.
-pub fn pids_in(cg: &Path) -> Vec<u32> {
-    let mut out = Vec::new();
-    let mut stack = vec![cg.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        if let Ok(t) = fs::read_to_string(d.join("cgroup.procs")) {
-            out.extend(t.lines().filter_map(|l| l.trim().parse::<u32>().ok()));
-        }
-        if let Ok(rd) = fs::read_dir(&d) {
-            stack.extend(rd.flatten().filter(|e| e.path().is_dir()).map(|e| e.path()));
-        }
-    }
-    out
+    graceful_test_support::cgroup::pids_in(&cg)
 }

@@ -219,7 +219,7 @@ fn cgroup_roots() -> Vec<PathBuf> {
 fn kubepods_pids() -> Vec<u32> {
     cgroup_roots()
         .iter()
-        .flat_map(|r| daemons::pids_in(&r.join("kubepods")))
+        .flat_map(|r| graceful_test_support::cgroup::pids_in(&r.join("kubepods")))
         .collect()
 }
 

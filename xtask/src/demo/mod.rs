@@ -10,6 +10,8 @@
 
 use std::{fs, path::PathBuf, time::Duration};
 
+use anyhow::Context as _;
+
 use crate::util::{self};
 
 mod cgroup;
@@ -113,7 +115,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut demo = Demo {
         bin,
         pins: PathBuf::from(PIN_DIR),
-        mount: cgroup::mount_point()?,
+        mount: crate::mounts::cgroup2().context(
+            "graceful needs cgroup v2 (mount one with `mount -t cgroup2 none /sys/fs/cgroup/unified`)",
+        )?,
         cgroups: cgroup::Created::default(),
         agent: None,
         server: None,

@@ -247,7 +247,7 @@ impl Demo {
         .stdout(log.try_clone()?)
         .stderr(log)
         .process_group(0);
-        crate::util::spawn_into(&mut cmd, &container_dir)?;
+        graceful_test_support::cgroup::start_in(&mut cmd, &container_dir)?;
         println!("    {}", self.shown(&cmd));
         let child = cmd.spawn().with_context(|| format!("cannot start {python}"))?;
         drop(cmd);
@@ -280,7 +280,7 @@ impl Demo {
             .stdout(Stdio::piped())
             .stderr(fs::File::create(&log)?)
             .process_group(0);
-        crate::util::spawn_into(&mut cmd, &dir)?;
+        graceful_test_support::cgroup::start_in(&mut cmd, &dir)?;
         let mut child = cmd.spawn().context("cannot start the demo client")?;
         drop(cmd);
         let (stdin, stdout) = (child.stdin.take(), child.stdout.take());

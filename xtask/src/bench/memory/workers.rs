@@ -58,7 +58,7 @@ pub(super) fn spawn_worker(dir: &std::path::Path, addr: &str, connections: usize
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
-    crate::util::spawn_into(&mut cmd, dir)?;
+    graceful_test_support::cgroup::start_in(&mut cmd, dir)?;
     cmd.spawn()
         .with_context(|| format!("start a worker in {}", dir.display()))
 }
