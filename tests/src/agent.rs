@@ -186,6 +186,31 @@ impl Agent {
             .count()
     }
 
+    /// The running daemon's pid.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// `graceful daemon` with this agent's pin directory, gate and API
+    /// socket, for a second agent that must refuse to start: its output
+    /// once it exits (within a minute).
+    pub fn second(&self, pin_dir: &Path) -> Output {
+        let mut cmd = Command::new(graceful_bin());
+        cmd.args(["daemon", "--api-addr", "127.0.0.1:0"]);
+        if let Some(g) = &self.gate_dir {
+            cmd.arg("--gate-dir").arg(g);
+        }
+        let child = cmd
+            .env("GRACEFUL_PIN_DIR", pin_dir)
+            .env("GRACEFUL_API_SOCKET", self.api_sock())
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start a second graceful daemon");
+        output_within(child, std::time::Duration::from_secs(60), "a second agent")
+    }
+
     /// kill -9: no chance to clean anything.
     pub fn kill9(&mut self) {
         if let Some(mut c) = self.child.take() {
@@ -274,6 +299,7 @@ impl Drop for Agent {
             let _ = std::fs::remove_dir_all(g);
         }
         let _ = std::fs::remove_file(self.api_sock());
+        let _ = std::fs::remove_file(graceful::agent::claim::api_lock_path(&self.api_sock()));
         if !std::thread::panicking() {
             let _ = std::fs::remove_file(&self.log);
         } else {

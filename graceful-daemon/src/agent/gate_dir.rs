@@ -5,6 +5,9 @@ use std::path::{Path, PathBuf};
 
 use tracing::warn;
 
+/// The gate socket's name in the gate directory.
+pub const SOCKET: &str = "gate.sock";
+
 /// Puts `graceful-wait` and the gate socket in `dir`.
 pub fn open(dir: &Path, wait_bin: Option<PathBuf>) -> anyhow::Result<tokio::net::UnixListener> {
     use std::os::unix::fs::PermissionsExt as _;
@@ -26,7 +29,7 @@ pub fn open(dir: &Path, wait_bin: Option<PathBuf>) -> anyhow::Result<tokio::net:
             warn!(dir = %dir.display(), "graceful-wait not found beside the agent (use --wait-bin): pods cannot run the hook from the gate directory")
         }
     }
-    let sock = dir.join("gate.sock");
+    let sock = dir.join(SOCKET);
     let _ = std::fs::remove_file(&sock);
     let listener = tokio::net::UnixListener::bind(&sock)
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", sock.display()))?;

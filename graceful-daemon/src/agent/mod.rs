@@ -6,6 +6,7 @@
 //!
 //! - [`serve`]: the wiring, and the run until a signal;
 //! - [`tasks`]: the named tasks it owns;
+//! - [`claim`]: the locks that make it the node's only agent;
 //! - [`gate_dir`]: the host directory pods' hooks use;
 //! - [`budget`]: its memory budget, which grows with the node's sockets.
 
@@ -28,6 +29,7 @@ use crate::{
 };
 
 pub mod budget;
+pub mod claim;
 pub mod gate_dir;
 pub mod serve;
 pub mod tasks;
@@ -56,6 +58,10 @@ pub struct Settings {
 pub fn run(pins: &PinDir, api_socket: &Path, settings: Settings) -> anyhow::Result<i32> {
     let release = kernel::check_floor().map_err(anyhow::Error::msg)?;
     let hier = Hierarchy::discover()?;
+    // Before anything is attached or bound: a second agent changes nothing.
+    loader::prepare_pin_dir(pins)?;
+    let gate_socket = settings.gate_dir.as_ref().map(|d| d.join(gate_dir::SOCKET));
+    let _claim = claim::take(pins, api_socket, gate_socket.as_deref())?;
     let opts = AttachOptions {
         replace_incompatible: settings.replace_incompatible_pins,
     };

@@ -79,7 +79,7 @@ pub async fn serve(
     let drainer = Arc::new(drainer);
     if let Some(dir) = &settings.gate_dir {
         let listener = gate_dir::open(dir, settings.wait_bin.clone())?;
-        info!(gate = %dir.join("gate.sock").display(), "drain gate listening");
+        info!(gate = %dir.join(gate_dir::SOCKET).display(), "drain gate listening");
         tasks.spawn("gate", server::serve(listener, drainer.clone()));
     }
     let node = Arc::new(Node {

@@ -223,13 +223,13 @@ pub fn attach(pins: &PinDir, opts: &AttachOptions) -> Result<Attached, LoadError
         // maps never counted anything.
         Err(e @ MapError::Unwritten { .. }) => {
             warn!(error = %e, "an earlier agent died while starting; replacing its pins");
-            uninstall(pins).map_err(|e| pin_err("remove the pins of an unfinished start", e))?;
+            clear(pins).map_err(|e| pin_err("remove the pins of an unfinished start", e))?;
             prepare_pin_dir(pins)?;
             PinState::Empty
         }
         Err(e) if opts.replace_incompatible => {
             warn!(error = %e, "replacing incompatible pins; live counts will be re-adopted, totals restart");
-            uninstall(pins).map_err(|e| pin_err("remove incompatible pins", e))?;
+            clear(pins).map_err(|e| pin_err("remove incompatible pins", e))?;
             prepare_pin_dir(pins)?;
             PinState::Empty
         }
@@ -404,9 +404,19 @@ pub fn detach_ingress(ebpf: &mut Ebpf, link: CgroupSkbLinkId) -> Result<(), Load
     prog.detach(link).map_err(program("detach cgroup_skb/ingress"))
 }
 
-/// Detaches everything and removes every pin under `pins`. Returns the
-/// paths removed. Idempotent.
+/// Detaches everything and removes every pin under `pins`, and the
+/// directory itself. Returns the paths removed. Idempotent.
 pub fn uninstall(pins: &PinDir) -> std::io::Result<Vec<PathBuf>> {
+    let removed = clear(pins)?;
+    if pins.root().exists() {
+        std::fs::remove_dir(pins.root())?;
+    }
+    Ok(removed)
+}
+
+/// Removes every pin under `pins` but keeps the directory: the running
+/// agent's lock is on it (see `agent::claim`).
+fn clear(pins: &PinDir) -> std::io::Result<Vec<PathBuf>> {
     let mut removed = Vec::new();
     for dir in [pins.links(), pins.maps()] {
         let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -418,9 +428,6 @@ pub fn uninstall(pins: &PinDir) -> std::io::Result<Vec<PathBuf>> {
             removed.push(path);
         }
         std::fs::remove_dir(&dir)?;
-    }
-    if pins.root().exists() {
-        std::fs::remove_dir(pins.root())?;
     }
     Ok(removed)
 }

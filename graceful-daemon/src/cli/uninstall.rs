@@ -1,6 +1,9 @@
 //! `graceful uninstall`: what an operator runs to remove graceful from a node.
 
-use crate::bpf::{loader, paths::PinDir};
+use crate::{
+    agent::claim,
+    bpf::{loader, paths::PinDir},
+};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {}
@@ -10,6 +13,15 @@ pub fn run(pins: &PinDir, _args: Args) -> anyhow::Result<i32> {
     if !pins.exists() {
         println!("nothing to remove: {} does not exist", pins.root().display());
         return Ok(0);
+    }
+    // The pins are the running agent's; pulled from under it, they would
+    // take its counts with them.
+    if let Some(pid) = claim::pins_held(pins)? {
+        let who = pid.map_or_else(|| "an agent".to_string(), |p| format!("the agent with pid {p}"));
+        anyhow::bail!(
+            "{who} runs on {}: stop it first (delete the DaemonSet), then uninstall",
+            pins.root().display()
+        );
     }
     let removed = loader::uninstall(pins)
         .map_err(|e| anyhow::anyhow!("cannot remove pins under {}: {e}", pins.root().display()))?;

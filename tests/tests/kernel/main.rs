@@ -17,6 +17,7 @@ mod kube_terminating;
 mod kube_watch;
 mod memory_budget;
 mod nested;
+mod one_agent;
 mod pods;
 mod preexisting;
 mod repair;

@@ -1,0 +1,86 @@
+//! One agent per node: a second agent on the same pins, gate or API socket
+//! refuses to start, naming the first one's pid, and leaves its sockets
+//! alone; a dead agent's stale sockets are replaced by the next one.
+
+use std::{
+    io::{Read as _, Write as _},
+    os::unix::net::UnixStream,
+    path::Path,
+    time::Duration,
+};
+
+use graceful_tests::agent::{graceful, Agent};
+
+use crate::require_root;
+
+/// What a plain HTTP GET on the unix socket `sock` answers: its status.
+fn status_on(sock: &Path, path: &str) -> Option<u16> {
+    let mut s = UnixStream::connect(sock).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: g\r\nConnection: close\r\n\r\n").as_bytes())
+        .ok()?;
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn refused_naming(out: &std::process::Output, pid: u32, what: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a second agent ({what}) started: {stderr}");
+    assert!(
+        stderr.contains(&format!("pid {pid}")) && stderr.contains("one agent per node"),
+        "a second agent ({what}) did not name the first one (pid {pid}): {stderr}"
+    );
+    assert!(
+        !stderr.contains(" ready"),
+        "a second agent ({what}) said ready: {stderr}"
+    );
+}
+
+#[test]
+fn a_second_agent_refuses_to_start_and_the_first_keeps_serving() {
+    require_root!();
+    let mut first = Agent::with_gate();
+    first.start();
+    let pid = first.pid().unwrap();
+    let gate = first.gate_sock();
+    let gate_inode = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&gate).unwrap());
+
+    // The same pins, gate and API socket: the pin directory's lock.
+    refused_naming(&first.second(&first.pin_dir), pid, "same pins");
+    // Its own pins, the same gate and API socket: the API socket's lock.
+    let other_pins = Agent::new();
+    refused_naming(&first.second(&other_pins.pin_dir), pid, "other pins");
+    assert!(
+        !other_pins.pin_dir.exists()
+            || std::fs::read_dir(other_pins.pin_dir.join("links")).map_or(true, |mut d| d.next().is_none()),
+        "a refused agent attached programs in {}",
+        other_pins.pin_dir.display()
+    );
+
+    // The first agent's sockets are the ones it bound, and answer.
+    let now = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&gate).unwrap());
+    assert_eq!(now, gate_inode, "the gate socket was re-bound");
+    // A caller outside any pod: refused by the first agent, which answers.
+    assert_eq!(status_on(&gate, "/v1/self"), Some(403));
+    assert_eq!(status_on(&first.api_sock(), "/healthz"), Some(200));
+
+    // Its pins cannot be pulled from under it either.
+    let out = graceful(&first.pin_dir, &["uninstall"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains(&format!("pid {pid}")),
+        "uninstall ran under a live agent: {stderr}"
+    );
+    assert!(first.pin_dir.join("maps").exists());
+    assert_eq!(status_on(&first.api_sock(), "/healthz"), Some(200));
+
+    // Dead, the first agent leaves its gate socket behind, stale: the next
+    // agent replaces it and serves.
+    first.kill9();
+    assert!(gate.exists());
+    assert_eq!(status_on(&gate, "/v1/self"), None);
+    first.start();
+    assert_eq!(status_on(&gate, "/v1/self"), Some(403));
+    assert_eq!(status_on(&first.api_sock(), "/healthz"), Some(200));
+}
