@@ -87,3 +87,20 @@ fn send_now(fd: RawFd, bytes: &[u8]) {
 
 #[cfg(test)]
 mod tests;
+
+/// Answers `status` with `message` as one JSON line, at once and without
+/// reading the request, then lets the connection close: for callers
+/// turned away before anything is spent on them. What the socket buffer
+/// does not take at once is dropped, never waited for.
+pub fn answer_now(stream: &impl AsRawFd, status: http::StatusCode, message: &str) {
+    let body = crate::reply::line_bytes(&crate::reply::ErrorBody {
+        error: message.to_string(),
+    });
+    let head = format!(
+        "HTTP/1.1 {} {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or(""),
+        body.len()
+    );
+    send_now(stream.as_raw_fd(), &[head.as_bytes(), &body].concat());
+}

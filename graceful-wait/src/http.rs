@@ -36,7 +36,16 @@ pub fn post(mut stream: UnixStream, path: &str, json: &str, read_timeout: Durati
         "POST {path} HTTP/1.1\r\nHost: graceful\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{json}",
         json.len()
     );
-    stream.write_all(req.as_bytes())?;
+    // An agent that turns a connection away answers at once and closes:
+    // the request then meets a closed socket, but the answer is there to read.
+    if let Err(e) = stream.write_all(req.as_bytes()) {
+        if !matches!(
+            e.kind(),
+            io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset
+        ) {
+            return Err(e);
+        }
+    }
     read_head(BufReader::new(stream))
 }
 

@@ -5,7 +5,10 @@
 //! The client owns the deadlines: if the agent restarts mid-drain it
 //! reconnects and the drain continues from its original start; if the
 //! agent can't be reached it fails open (after `--connect-timeout`, sleeps
-//! `--fallback-sleep`, exits 0). graceful never makes termination slower or
+//! `--fallback-sleep`, exits 0); if the agent says it is busy (this pod past
+//! its share of the gate, or the agent short of descriptors: HTTP 429 or
+//! 503) it asks again, backing off, until its deadline. graceful never
+//! makes termination slower or
 //! less safe than Kubernetes alone. The last line on stdout is one JSON
 //! object: the report.
 
@@ -15,6 +18,11 @@ use std::{
     io::Write,
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
+
+/// The first wait before asking a busy agent again, doubled up to
+/// [`BUSY_MAX`] while it stays busy.
+const BUSY_FIRST: Duration = Duration::from_millis(50);
+const BUSY_MAX: Duration = Duration::from_secs(1);
 
 fn unix_ms() -> u64 {
     SystemTime::now()
@@ -46,6 +54,8 @@ enum Outcome {
     Lost(String),
     /// The agent answered with an error: nothing to wait for.
     Refused(String),
+    /// The agent is there but cannot take the drain now: retry.
+    Busy(String),
 }
 
 /// The deadline: the agent's, once it has said (its settings include the
@@ -72,6 +82,12 @@ fn attempt(
         Ok(r) => r,
         Err(e) => return Outcome::Lost(format!("agent did not answer: {e}")),
     };
+    // Past this pod's share of the gate, or the agent short of
+    // descriptors: it is there and will serve us, so wait and ask again.
+    if resp.status == 429 || resp.status == 503 {
+        let body = resp.next_line().ok().flatten().unwrap_or_default();
+        return Outcome::Busy(format!("agent busy (HTTP {}): {}", resp.status, body.trim()));
+    }
     if resp.status != 200 {
         let body = resp.next_line().ok().flatten().unwrap_or_default();
         return Outcome::Refused(format!(
@@ -135,6 +151,7 @@ fn main() {
         max: a.max.unwrap_or(args::DEFAULT_MAX),
     };
     let mut connected_once = false;
+    let mut backoff = BUSY_FIRST;
     loop {
         // The first connection gets --connect-timeout; after the agent has
         // answered once, keep trying until the deadline (it may be restarting).
@@ -156,6 +173,21 @@ fn main() {
                 std::thread::sleep(a.fallback_sleep);
                 println!("{}", own_report("agent-unreachable", started.elapsed(), &why));
                 return;
+            }
+            Outcome::Busy(why) => {
+                connected_once = true;
+                let left = deadline.max.saturating_sub(started.elapsed());
+                if left.is_zero() {
+                    eprintln!("graceful-wait: {why}; deadline reached");
+                    println!("{}", own_report("deadline", started.elapsed(), &why));
+                    return;
+                }
+                eprintln!(
+                    "graceful-wait: {why}; retrying in {} ms",
+                    backoff.min(left).as_millis()
+                );
+                std::thread::sleep(backoff.min(left));
+                backoff = (backoff * 2).min(BUSY_MAX);
             }
             Outcome::Lost(why) => {
                 if started.elapsed() >= deadline.max {

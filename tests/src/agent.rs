@@ -45,6 +45,8 @@ pub struct Agent {
     pub daemon_args: Vec<String>,
     /// A cgroup to start the daemon in (a memory cgroup, see [`crate::memcg`]).
     pub cgroup: Option<PathBuf>,
+    /// Its open-file limit (soft and hard), where a test sets one.
+    pub nofile: Option<u64>,
     child: Option<Child>,
 }
 
@@ -87,6 +89,7 @@ impl Agent {
             gate_dir: None,
             daemon_args: Vec::new(),
             cgroup: None,
+            nofile: None,
             child: None,
         }
     }
@@ -150,6 +153,9 @@ impl Agent {
         let mut cmd = Command::new(graceful_bin());
         if let Some(cg) = &self.cgroup {
             crate::cgroup::start_in(&mut cmd, cg);
+        }
+        if let Some(n) = self.nofile {
+            limit_nofile(&mut cmd, n);
         }
         let child = cmd
             .args(&args)
@@ -275,6 +281,24 @@ impl Agent {
                 )
             })
             .collect()
+    }
+}
+
+/// Starts `cmd` with `n` as its open-file limit, soft and hard.
+fn limit_nofile(cmd: &mut Command, n: u64) {
+    use std::os::unix::process::CommandExt as _;
+    let lim = libc::rlimit {
+        rlim_cur: n,
+        rlim_max: n,
+    };
+    // SAFETY: setrlimit is async-signal-safe; `lim` is copied into the closure.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
     }
 }
 

@@ -18,7 +18,10 @@ use crate::{
         pod_api::PodApi,
         terminations::{Outcome, TerminationReport, Terminations},
     },
-    gate::server,
+    gate::{
+        server,
+        share::{Limits, Shares},
+    },
     metrics::Recorder,
     resolver::watch::{WatchConfig, Watcher},
 };
@@ -80,7 +83,16 @@ pub async fn serve(
     if let Some(dir) = &settings.gate_dir {
         let listener = gate_dir::open(dir, settings.wait_bin.clone())?;
         info!(gate = %dir.join(gate_dir::SOCKET).display(), "drain gate listening");
-        tasks.spawn("gate", server::serve(listener, drainer.clone()));
+        let limits = Limits::for_nofile(budget::raise_nofile());
+        info!(
+            connections = limits.total,
+            per_pod = limits.per_caller,
+            "gate limits"
+        );
+        tasks.spawn(
+            "gate",
+            server::serve(listener, drainer.clone(), Shares::new(limits)),
+        );
     }
     let node = Arc::new(Node {
         pins: pins.clone(),

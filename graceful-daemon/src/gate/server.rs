@@ -8,11 +8,12 @@ use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use tokio::net::UnixListener;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::{
     api::{DrainRequest, ErrorBody, Line, SelfView, MAX_BODY},
-    identity::{identify, Caller},
+    identity::{identify, Caller, IdentityError},
+    share::{Busy, Shares},
 };
 use crate::{
     adopt::netns::NetNs,
@@ -28,8 +29,12 @@ use crate::{
 /// [`http_conn::HEAD_TIMEOUT`], answered with a 408 too).
 pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Serves the gate on `listener` until the task is dropped.
-pub async fn serve(listener: UnixListener, drainer: Arc<Drainer>) {
+/// Serves the gate on `listener` until the task is dropped. Each
+/// connection is identified once, as it arrives, and admitted within its
+/// caller's share ([`share`](super::share)); past it, or while the agent
+/// cannot tell who is calling, the caller is told so at once and the
+/// connection closes, so a flood holds no descriptor for long.
+pub async fn serve(listener: UnixListener, drainer: Arc<Drainer>, shares: Arc<Shares>) {
     loop {
         let (stream, _) = match listener.accept().await {
             Ok(s) => s,
@@ -40,19 +45,52 @@ pub async fn serve(listener: UnixListener, drainer: Arc<Drainer>) {
             }
         };
         let pid = stream.peer_cred().ok().and_then(|c| c.pid());
-        let drainer = drainer.clone();
-        tokio::spawn(http_conn::serve(stream, "gate", move |req| {
-            handle(drainer.clone(), pid, req)
-        }));
+        let who = identify(pid);
+        let key = match &who {
+            Ok(c) => c.pod.clone(),
+            Err(e @ IdentityError::Internal { .. }) => {
+                warn!(error = %e, "gate: cannot identify a caller");
+                drainer.metrics.error("gate_identify");
+                http_conn::answer_now(&stream, StatusCode::SERVICE_UNAVAILABLE, &e.to_string());
+                continue;
+            }
+            Err(e) => e.share_key(),
+        };
+        let ticket = match shares.connect(&key) {
+            Ok(t) => t,
+            Err(busy) => {
+                let status = match busy {
+                    Busy::Full(_) => StatusCode::SERVICE_UNAVAILABLE,
+                    _ => StatusCode::TOO_MANY_REQUESTS,
+                };
+                debug!(error = %busy, "gate: refused a connection past its share");
+                drainer.metrics.error(if status == StatusCode::TOO_MANY_REQUESTS {
+                    "gate_caller_limit"
+                } else {
+                    "gate_full"
+                });
+                http_conn::answer_now(&stream, status, &busy.to_string());
+                continue;
+            }
+        };
+        let (drainer, shares) = (drainer.clone(), shares.clone());
+        tokio::spawn(async move {
+            http_conn::serve(stream, "gate", move |req| {
+                handle(drainer.clone(), shares.clone(), who.clone(), req)
+            })
+            .await;
+            drop(ticket);
+        });
     }
 }
 
 async fn handle(
     drainer: Arc<Drainer>,
-    pid: Option<i32>,
+    shares: Arc<Shares>,
+    who: Result<Caller, IdentityError>,
     req: Request<hyper::body::Incoming>,
 ) -> Response<Body> {
-    let caller = match identify(pid) {
+    let caller = match who {
         Ok(c) => c,
         Err(e) => {
             warn!(error = %e, "gate: refused a caller");
@@ -60,7 +98,7 @@ async fn handle(
         }
     };
     match (req.method(), req.uri().path()) {
-        (&Method::POST, "/v1/drain") => drain(drainer, caller, req).await,
+        (&Method::POST, "/v1/drain") => drain(drainer, shares, caller, req).await,
         (&Method::GET, "/v1/self") => self_view(&drainer, caller),
         (_, "/v1/drain" | "/v1/self") => error(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -134,7 +172,16 @@ async fn read_body(req: Request<hyper::body::Incoming>) -> Result<Bytes, Respons
 /// `POST /v1/drain`: the settings in effect first, then progress lines
 /// while the drain runs, then its report (or its error). A client that
 /// goes away abandons its drain.
-async fn drain(drainer: Arc<Drainer>, caller: Caller, req: Request<hyper::body::Incoming>) -> Response<Body> {
+async fn drain(
+    drainer: Arc<Drainer>,
+    shares: Arc<Shares>,
+    caller: Caller,
+    req: Request<hyper::body::Incoming>,
+) -> Response<Body> {
+    let ticket = match shares.drain(&caller.pod, caller.container.as_deref()) {
+        Ok(t) => t,
+        Err(busy) => return error(StatusCode::TOO_MANY_REQUESTS, busy.to_string()),
+    };
     let body = match read_body(req).await {
         Ok(b) => b,
         Err(resp) => return resp,
@@ -151,6 +198,7 @@ async fn drain(drainer: Arc<Drainer>, caller: Caller, req: Request<hyper::body::
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(64);
     let _ = tx.try_send(line_bytes(&Line::Accepted(Box::new(prepared.accepted.clone()))));
     tokio::spawn(async move {
+        let _ticket = ticket;
         let progress_tx = tx.clone();
         let run = drainer.run(prepared, move |p| {
             let line = Line::Progress {

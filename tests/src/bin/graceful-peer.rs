@@ -21,6 +21,10 @@
 //! - `traffic ADDR MS HOLD_MS [CONC]` → `ok DONE FAILED`: requests for MS ms.
 //! - `send-out N BYTES` → `ok`: payload on N held outbound connections.
 //! - `gate SOCKET HEX` → `ok HEX`: a raw request to a unix socket, and its answer.
+//! - `gate-flood SOCKET N HEX|-` → `ok HELD S429 S503 VANISHED OTHER FAILED`:
+//!   opens N connections to a unix socket, each sending the request (`-`:
+//!   nothing), and keeps those the agent kept (a drain's 200, or no answer
+//!   at all); tallies the answers. `gate-release` → `ok`: closes them.
 
 use std::{
     io::{BufRead, Read, Write},
@@ -39,6 +43,7 @@ struct State {
     listeners: Vec<Arc<TcpListener>>,
     accepted: Arc<AtomicU64>,
     per_port: std::collections::HashMap<u16, Arc<AtomicU64>>,
+    gate: Vec<std::os::unix::net::UnixStream>,
 }
 
 fn linger_zero(s: &TcpStream) {
@@ -286,6 +291,23 @@ fn handle(st: &mut State, line: &str) -> Result<String, String> {
             let _ = s.read_to_end(&mut out);
             Ok(format!("ok {}", hex(&out)))
         }
+        Some("gate-flood") => {
+            let sock = w.get(1).ok_or("missing socket")?;
+            let n: usize = w
+                .get(2)
+                .ok_or("missing count")?
+                .parse()
+                .map_err(|e| format!("{e}"))?;
+            let req = match w.get(3).copied() {
+                Some("-") | None => Vec::new(),
+                Some(h) => unhex(h)?,
+            };
+            Ok(gate_flood(st, sock, n, &req))
+        }
+        Some("gate-release") => {
+            st.gate.clear();
+            Ok("ok".into())
+        }
         Some("accepted") => match w.get(1) {
             // `accepted PORT`: by one listener.
             Some(p) => {
@@ -327,4 +349,71 @@ fn main() {
         let _ = writeln!(out, "{reply}");
         let _ = out.flush();
     }
+}
+
+/// `gate-flood`: see the module's doc. Every connection is opened (and its
+/// request sent) first; the answers are read a second later, without
+/// blocking, so a connection the agent holds costs no wait.
+fn gate_flood(st: &mut State, sock: &str, n: usize, req: &[u8]) -> String {
+    let _ = raise_nofile();
+    let mut failed = 0;
+    let mut open = Vec::new();
+    for _ in 0..n {
+        match std::os::unix::net::UnixStream::connect(sock) {
+            Ok(mut s) => {
+                if !req.is_empty() {
+                    let _ = s.write_all(req);
+                }
+                open.push(s);
+            }
+            Err(_) => failed += 1,
+        }
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    let (mut held, mut s429, mut s503, mut vanished, mut other) = (0, 0, 0, 0, 0);
+    for mut s in open {
+        let _ = s.set_nonblocking(true);
+        let mut buf = [0u8; 4096];
+        let text = match s.read(&mut buf) {
+            Ok(n) => String::from_utf8_lossy(&buf[..n]).into_owned(),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => String::new(),
+            Err(e) => format!("error {e}"),
+        };
+        if text.contains("vanished") {
+            vanished += 1;
+        }
+        match text.split_whitespace().nth(1) {
+            None if text.is_empty() => {
+                held += 1;
+                st.gate.push(s);
+            }
+            Some("200") => {
+                held += 1;
+                st.gate.push(s);
+            }
+            Some("429") => s429 += 1,
+            Some("503") => s503 += 1,
+            _ => other += 1,
+        }
+    }
+    format!("ok {held} {s429} {s503} {vanished} {other} {failed}")
+}
+
+/// The soft open-file limit raised to the hard one.
+fn raise_nofile() -> std::io::Result<()> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: a live rlimit, filled then passed back.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        lim.rlim_cur = lim.rlim_max;
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }

@@ -9,6 +9,7 @@ mod churn;
 mod counts;
 mod drain_engine;
 mod exits;
+mod fair_share;
 mod gate;
 mod gate_scopes;
 mod gate_settings;

@@ -1,0 +1,170 @@
+//! Each caller's fair share of the gate. A pod (or, for callers outside
+//! pods, a cgroup) holds at most [`Limits::per_caller`] connections at
+//! once, and each of its containers at most one drain; the whole gate
+//! holds at most [`Limits::total`] connections, so one pod, or many, can
+//! never take the agent's file descriptors or memory from the others.
+//! Past its share a caller is told so (429) and graceful-wait retries
+//! within its own deadline.
+
+use std::{
+    collections::{HashMap, HashSet},
+    sync::{Arc, Mutex},
+};
+
+use crate::sync;
+
+/// The gate's bounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Connections open at once, over all callers.
+    pub total: usize,
+    /// Connections open at once from one pod (or one cgroup outside pods).
+    pub per_caller: usize,
+}
+
+impl Limits {
+    /// A pod's hooks need one connection per container; 32 leaves room
+    /// for the largest pods seen and their retries.
+    pub const PER_CALLER: usize = 32;
+    /// Connections in all: each holds a socket, and a drain its network
+    /// namespace (two descriptors, about 60 KiB).
+    pub const TOTAL: usize = 1024;
+
+    /// The bounds for an agent that may open `nofile` descriptors: the
+    /// gate takes at most a quarter of them, the rest are the node's
+    /// (maps, namespaces during repair passes, the API, the watch).
+    pub fn for_nofile(nofile: u64) -> Limits {
+        let total = (nofile / 4).clamp(8, Self::TOTAL as u64) as usize;
+        Limits {
+            total,
+            per_caller: Self::PER_CALLER.min(total),
+        }
+    }
+}
+
+/// Why a connection or a drain was not admitted.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum Busy {
+    #[error("the gate holds its limit of {0} connections: retry shortly")]
+    Full(usize),
+    #[error("{who} already holds {limit} gate connections, its limit: close some, or retry shortly")]
+    Caller { who: String, limit: usize },
+    #[error("a drain of {who} is already running: one per container at a time; retry once it ends")]
+    Draining { who: String },
+}
+
+/// The shares in use.
+#[derive(Debug)]
+pub struct Shares {
+    limits: Limits,
+    inner: Mutex<InUse>,
+}
+
+#[derive(Debug, Default)]
+struct InUse {
+    total: usize,
+    per_caller: HashMap<String, usize>,
+    drains: HashSet<String>,
+}
+
+/// A connection's share, given back when dropped.
+#[derive(Debug)]
+pub struct Ticket {
+    shares: Arc<Shares>,
+    caller: String,
+}
+
+/// A container's one drain, given back when dropped.
+#[derive(Debug)]
+pub struct DrainTicket {
+    shares: Arc<Shares>,
+    key: String,
+}
+
+impl Shares {
+    pub fn new(limits: Limits) -> Arc<Shares> {
+        Arc::new(Shares {
+            limits,
+            inner: Mutex::new(InUse::default()),
+        })
+    }
+
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Admits one connection of `caller` (a pod's uid, or a cgroup path).
+    pub fn connect(self: &Arc<Self>, caller: &str) -> Result<Ticket, Busy> {
+        let mut u = sync::lock(&self.inner);
+        if u.total >= self.limits.total {
+            return Err(Busy::Full(self.limits.total));
+        }
+        let n = u.per_caller.entry(caller.to_string()).or_default();
+        if *n >= self.limits.per_caller {
+            return Err(Busy::Caller {
+                who: shown(caller),
+                limit: self.limits.per_caller,
+            });
+        }
+        *n += 1;
+        u.total += 1;
+        Ok(Ticket {
+            shares: self.clone(),
+            caller: caller.to_string(),
+        })
+    }
+
+    /// Admits the one drain of `pod`'s `container`.
+    pub fn drain(self: &Arc<Self>, pod: &str, container: Option<&str>) -> Result<DrainTicket, Busy> {
+        let key = format!("{pod}/{}", container.unwrap_or("-"));
+        let mut u = sync::lock(&self.inner);
+        if !u.drains.insert(key.clone()) {
+            let who = match container {
+                Some(c) => format!("container {} of pod {}", shown(c), shown(pod)),
+                None => format!("pod {}", shown(pod)),
+            };
+            return Err(Busy::Draining { who });
+        }
+        Ok(DrainTicket {
+            shares: self.clone(),
+            key,
+        })
+    }
+
+    /// Connections open now, in all.
+    pub fn open(&self) -> usize {
+        sync::lock(&self.inner).total
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        let mut u = sync::lock(&self.shares.inner);
+        u.total -= 1;
+        if let Some(n) = u.per_caller.get_mut(&self.caller) {
+            *n -= 1;
+            if *n == 0 {
+                u.per_caller.remove(&self.caller);
+            }
+        }
+    }
+}
+
+impl Drop for DrainTicket {
+    fn drop(&mut self) {
+        sync::lock(&self.shares.inner).drains.remove(&self.key);
+    }
+}
+
+/// A caller's name in a message: never more than a line's worth.
+fn shown(s: &str) -> String {
+    const MAX: usize = 100;
+    if s.len() <= MAX {
+        return s.to_string();
+    }
+    let cut = (0..=MAX).rev().find(|&i| s.is_char_boundary(i)).unwrap_or(0);
+    format!("{}… ({} bytes)", &s[..cut], s.len())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,156 @@
+//! One pod floods the gate: it opens as many connections as it can, some
+//! asking for drains and some sending nothing, and holds them all. It gets
+//! its share and is told 429 past it; another pod's drain is released on
+//! its last close as usual, the agent stays small, and no caller is told
+//! it has vanished.
+
+use graceful_tests::{
+    agent::Agent,
+    cgroup::Cgroup,
+    peer::{addr, Peer},
+    pod::SimPod,
+    EVENT_SLACK_MS,
+};
+
+use crate::{
+    gate::{finish, hook, wait_draining},
+    require_root,
+};
+
+/// A `gate-flood` tally.
+#[derive(Debug)]
+struct Tally {
+    held: u64,
+    s429: u64,
+    s503: u64,
+    vanished: u64,
+    other: u64,
+}
+
+fn flood(peer: &mut Peer, sock: &str, n: usize, request: Option<&str>) -> Tally {
+    let hex = request.map_or_else(
+        || "-".to_string(),
+        |r| r.bytes().map(|b| format!("{b:02x}")).collect(),
+    );
+    let w: Vec<u64> = peer
+        .cmd(&format!("gate-flood {sock} {n} {hex}"))
+        .iter()
+        .map(|x| x.parse().unwrap())
+        .collect();
+    assert_eq!(w[5], 0, "connections to the gate failed: {w:?}");
+    Tally {
+        held: w[0],
+        s429: w[1],
+        s503: w[2],
+        vanished: w[3],
+        other: w[4],
+    }
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[test]
+fn a_pod_flooding_the_gate_gets_its_share_and_others_drain_as_usual() {
+    require_root!();
+    let mut agent = Agent::with_gate();
+    // The descriptors of the smaller reproduction: 400, so the gate's
+    // bound (a quarter of them) is what a flood meets.
+    agent.nofile = Some(400);
+    agent.start();
+    let pid = agent.pid().unwrap();
+    assert!(
+        agent.log_text().contains("connections=100"),
+        "{}",
+        agent.log_text()
+    );
+    let sock = agent.gate_sock().display().to_string();
+    let (flooder, victim) = (SimPod::create(1), SimPod::create(1));
+
+    // Drains first: each container gets one, so every later request is
+    // answered 429 on a connection kept alive (its share), then idle
+    // connections, past its share, are turned away at once.
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    let body = format!("{{\"started_unix_ms\":{now_ms},\"max_ms\":600000,\"min_ms\":600000}}");
+    let request = format!(
+        "POST /v1/drain HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut peer = Peer::spawn(flooder.container(0), None);
+    let drains = flood(&mut peer, &sock, 1500, Some(&request));
+    let idle = flood(&mut peer, &sock, 1500, None);
+    eprintln!("flood: drains {drains:?}, idle {idle:?}");
+    for t in [&drains, &idle] {
+        assert_eq!(t.vanished, 0, "a live caller was told it had vanished: {t:?}");
+        assert_eq!(t.other, 0, "answers other than 200, 429 or 503: {t:?}");
+    }
+    assert_eq!(drains.held, 1, "one drain per container: {drains:?}");
+    // The 429s of the drain phase closed, their share is free again: the
+    // idle connections fill it, and no more.
+    assert_eq!(
+        drains.held + idle.held,
+        32,
+        "the pod's share is 32 connections: {drains:?} {idle:?}"
+    );
+    assert_eq!(drains.s429 + idle.s429 + drains.s503 + idle.s503, 3000 - 32);
+
+    // Another pod's drain, meanwhile: released on its last close as usual.
+    let mut app = Peer::spawn(victim.container(0), None);
+    let port = app.listen("127.0.0.1:0", "hold");
+    let clients = Cgroup::unique("clients");
+    let mut client = Peer::spawn(&clients, None);
+    client.connect(&addr("127.0.0.1", port), 2);
+    let child = hook(
+        &agent,
+        victim.container(0),
+        &["--min", "0s", "--settle", "100ms", "--max", "20s"],
+    );
+    wait_draining(&agent, 2);
+    client.cmd("close-out 2 fin");
+    app.cmd("close-in 2 fin");
+    let (report, out) = finish(child);
+    assert_eq!(report["reason"], "drained", "{out}");
+    assert_eq!(report["pod"], victim.uid.as_str());
+    let after = report["after_last_close_ms"].as_u64().unwrap();
+    assert!(
+        (100..=100 + EVENT_SLACK_MS).contains(&after),
+        "released {after} ms after the last close (settle 100 ms) under the flood: {out}"
+    );
+    assert!(!out.contains("busy"), "the other pod was turned away: {out}");
+
+    let rss = rss_kib(pid);
+    eprintln!("agent RSS under the flood: {} KiB", rss);
+    assert!(rss < 128 * 1024, "agent RSS {rss} KiB under the flood");
+    let log = agent.log_text();
+    assert!(
+        !log.contains("vanished") && !log.contains("Too many open files"),
+        "{log}"
+    );
+
+    // The flooding pod's own hook meets its held drain: told 429, it asks
+    // again, backing off, rather than failing open; once the flood lets
+    // go (its drain abandoned, its share given back), it drains.
+    let own = hook(
+        &agent,
+        flooder.container(0),
+        &["--min", "0s", "--settle", "0s", "--max", "15s"],
+    );
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    peer.cmd("gate-release");
+    let (report, out) = finish(own);
+    assert_eq!(report["reason"], "drained", "{out}");
+    assert!(
+        out.contains("agent busy (HTTP 429)") && out.contains("retrying"),
+        "{out}"
+    );
+    assert!(!out.contains("failing open"), "{out}");
+    wait_draining(&agent, 0);
+    let again = flood(&mut peer, &sock, 1, Some(&request));
+    assert_eq!(again.held, 1, "the pod's share was not given back: {again:?}");
+}
