@@ -12,19 +12,17 @@
 use std::{
     fs::File,
     io,
-    os::{
-        fd::AsRawFd,
-        unix::{fs::MetadataExt as _, net::UnixStream},
-    },
+    os::{fd::AsRawFd, unix::fs::MetadataExt as _},
     path::{Path, PathBuf},
 };
 
-use crate::bpf::paths::PinDir;
+use crate::{bpf::paths::PinDir, gate::listener::answering};
 
 /// The locks this agent holds; released when it is dropped (or the
 /// process dies).
 #[derive(Debug)]
 pub struct Claim {
+    /// The pin directory's first, then the API socket's.
     _locks: Vec<File>,
 }
 
@@ -77,6 +75,15 @@ pub fn take(pins: &PinDir, api_socket: &Path, gate_socket: Option<&Path>) -> Res
         }
     }
     Ok(Claim { _locks: locks })
+}
+
+impl Claim {
+    /// Takes the pin directory's lock again, on a directory made anew
+    /// after the old one was removed under the agent (its lock went with it).
+    pub fn relock_pins(&mut self, pins: &PinDir) -> Result<(), ClaimError> {
+        self._locks[0] = lock(pins.root(), false)?;
+        Ok(())
+    }
 }
 
 /// Whether an agent holds the pin directory's lock: `Some(pid)` if so.
@@ -140,35 +147,6 @@ fn holder_in(text: &str, file: &str) -> Option<u32> {
             .then(|| f.get(4)?.parse().ok())
             .flatten()
     })
-}
-
-/// Whether something accepts connections on the unix socket at `path`:
-/// `Some(its pid)` if it does (`None` inside when the kernel cannot say).
-/// A socket nobody listens on (a dead agent's) answers `ECONNREFUSED`.
-fn answering(path: &Path) -> Option<Option<u32>> {
-    let s = UnixStream::connect(path).ok()?;
-    Some(peer_pid(&s))
-}
-
-/// The listener's pid, as SO_PEERCRED recorded it when it listened.
-fn peer_pid(s: &UnixStream) -> Option<u32> {
-    let mut cred = libc::ucred {
-        pid: 0,
-        uid: 0,
-        gid: 0,
-    };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: `cred` and `len` are live and sized for SO_PEERCRED.
-    let rc = unsafe {
-        libc::getsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut cred as *mut libc::ucred).cast(),
-            &mut len,
-        )
-    };
-    (rc == 0 && cred.pid > 0).then_some(cred.pid as u32)
 }
 
 #[cfg(test)]

@@ -30,10 +30,5 @@ pub fn open(dir: &Path, wait_bin: Option<PathBuf>) -> anyhow::Result<tokio::net:
         }
     }
     let sock = dir.join(SOCKET);
-    let _ = std::fs::remove_file(&sock);
-    let listener = tokio::net::UnixListener::bind(&sock)
-        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", sock.display()))?;
-    // Any pod's process may connect; who it is comes from SO_PEERCRED.
-    std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o666))?;
-    Ok(listener)
+    Ok(crate::gate::listener::bind(&sock)?)
 }

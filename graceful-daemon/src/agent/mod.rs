@@ -22,6 +22,7 @@ use crate::{
     bpf::{
         loader::{self, AttachOptions},
         paths::PinDir,
+        pinned::Pinned,
     },
     cgroupfs::Hierarchy,
     kernel,
@@ -45,6 +46,8 @@ pub struct Settings {
     pub gc_interval: Duration,
     /// `0s`: no periodic repair pass.
     pub repair_interval: Duration,
+    /// `0s`: pins removed under the agent are not put back.
+    pub repin_interval: Duration,
     pub gate_dir: Option<PathBuf>,
     pub shutdown_budget: Duration,
     pub wait_bin: Option<PathBuf>,
@@ -61,7 +64,7 @@ pub fn run(pins: &PinDir, api_socket: &Path, settings: Settings) -> anyhow::Resu
     // Before anything is attached or bound: a second agent changes nothing.
     loader::prepare_pin_dir(pins)?;
     let gate_socket = settings.gate_dir.as_ref().map(|d| d.join(gate_dir::SOCKET));
-    let _claim = claim::take(pins, api_socket, gate_socket.as_deref())?;
+    let claim = claim::take(pins, api_socket, gate_socket.as_deref())?;
     let opts = AttachOptions {
         replace_incompatible: settings.replace_incompatible_pins,
     };
@@ -74,6 +77,7 @@ pub fn run(pins: &PinDir, api_socket: &Path, settings: Settings) -> anyhow::Resu
         reused_link = attached.reused_link,
         "programs attached"
     );
+    let pinned = Pinned::hold(pins, &attached.links)?;
     let adoption = adopt_all(&mut attached.ebpf)?;
     info!(
         offered = adoption.offered,
@@ -86,7 +90,11 @@ pub fn run(pins: &PinDir, api_socket: &Path, settings: Settings) -> anyhow::Resu
         .enable_all()
         .build()?;
     let served = rt.block_on(serve::serve(
-        pins.clone(),
+        serve::Held {
+            pins: pins.clone(),
+            claim,
+            pinned,
+        },
         hier,
         attached.ebpf,
         adoption,

@@ -2,16 +2,16 @@
 //! watch, the drains and their transports, the local API; then the run
 //! until a signal, and the stop.
 
-use std::{path::Path, sync::Arc};
+use std::{path::Path, sync::Arc, time::Duration};
 
 use tokio::sync::broadcast::{self, error::RecvError};
 use tracing::{error, info, warn};
 
-use super::{budget, gate_dir, tasks::Tasks, Settings, STOP_LIMIT};
+use super::{budget, claim::Claim, gate_dir, tasks::Tasks, Settings, STOP_LIMIT};
 use crate::{
     adopt::{pass::Report as AdoptReport, repair::Repairer},
     api::{self, node::Node, routes::Api},
-    bpf::{maps, paths::PinDir, Kernel},
+    bpf::{maps, paths::PinDir, pinned::Pinned, Kernel},
     cgroupfs::Hierarchy,
     drain::{
         drainer::Drainer,
@@ -19,6 +19,7 @@ use crate::{
         terminations::{Outcome, TerminationReport, Terminations},
     },
     gate::{
+        listener::Socket,
         server,
         share::{Limits, Shares},
     },
@@ -26,8 +27,16 @@ use crate::{
     resolver::watch::{WatchConfig, Watcher},
 };
 
+/// What the agent holds for as long as it runs: its pin directory, the
+/// claim that makes it the node's only agent, and a descriptor of every pin.
+pub struct Held {
+    pub pins: PinDir,
+    pub claim: Claim,
+    pub pinned: Pinned,
+}
+
 pub async fn serve(
-    pins: PinDir,
+    held: Held,
     hier: Hierarchy,
     ebpf: aya::Ebpf,
     adoption: AdoptReport,
@@ -40,6 +49,12 @@ pub async fn serve(
     // the parent left it ignored (seen under a VM's init).
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
+    let Held {
+        pins,
+        mut claim,
+        pinned,
+    } = held;
+    let pinned = Arc::new(pinned);
     let mut tasks = Tasks::default();
     let kernel = Kernel::open(&pins)?.with_object(ebpf);
     let watcher = Watcher::spawn(&hier, WatchConfig::default())?;
@@ -80,6 +95,7 @@ pub async fn serve(
     );
     drainer.repairer = Some(repairer.clone());
     let drainer = Arc::new(drainer);
+    let mut gate = None;
     if let Some(dir) = &settings.gate_dir {
         let listener = gate_dir::open(dir, settings.wait_bin.clone())?;
         info!(gate = %dir.join(gate_dir::SOCKET).display(), "drain gate listening");
@@ -89,9 +105,11 @@ pub async fn serve(
             per_pod = limits.per_caller,
             "gate limits"
         );
+        let socket = Arc::new(Socket::new(dir.join(gate_dir::SOCKET)));
+        gate = Some(socket.clone());
         tasks.spawn(
             "gate",
-            server::serve(listener, drainer.clone(), Shares::new(limits)),
+            server::serve(listener, socket, drainer.clone(), Shares::new(limits)),
         );
     }
     let node = Arc::new(Node {
@@ -104,6 +122,8 @@ pub async fn serve(
         terminations,
         adoption,
         metrics_max_pods: settings.metrics_max_pods,
+        pinned: pinned.clone(),
+        gate,
     });
     let api = Arc::new(Api {
         registry: recorder.registry(Arc::<Node>::downgrade(&node)),
@@ -116,6 +136,9 @@ pub async fn serve(
     budget::check(&mut short);
     let mut gc = tokio::time::interval(settings.gc_interval);
     gc.tick().await;
+    // `0s`: never (tokio's interval can't be zero).
+    let repin = !settings.repin_interval.is_zero();
+    let mut look = tokio::time::interval(settings.repin_interval.max(Duration::from_millis(1)));
     // A task of its own: a pass over a large node takes a while, and
     // nothing here should wait for it. `0s` turns it off (tokio's interval
     // can't be zero).
@@ -134,6 +157,7 @@ pub async fn serve(
             _ = term.recv() => { info!("SIGTERM"); break }
             _ = int.recv() => { info!("SIGINT"); break }
             (name, how) = tasks.ended() => Tasks::report(name, how),
+            _ = look.tick(), if repin => keep_pinned(&pinned, &mut claim, &pins, &recorder),
             _ = gc.tick() => {
                 budget::check(&mut short);
                 let (pins, hier) = (pins.clone(), hier.clone());
@@ -153,6 +177,25 @@ pub async fn serve(
     // mount its directory (the next agent binds it again).
     let _ = std::fs::remove_file(api_socket);
     Ok(())
+}
+
+/// Pins again what was removed from under the agent (nothing was lost:
+/// it holds every map and link), and says so; takes its lock again on a
+/// pin directory made anew.
+fn keep_pinned(pinned: &Pinned, claim: &mut Claim, pins: &PinDir, recorder: &Recorder) {
+    let r = pinned.restore();
+    if !r.repinned.is_empty() {
+        recorder.error("pins_removed");
+        warn!(repinned = r.repinned.len(), dir = %pins.root().display(), "pins were removed under the agent: pinned them again, no count lost");
+    }
+    for f in &r.failed {
+        error!("{f}: /healthz fails until they are back");
+    }
+    if r.made_root {
+        if let Err(e) = claim.relock_pins(pins) {
+            error!("{e}");
+        }
+    }
 }
 
 /// Binds the local API's listeners. An address or socket that cannot be

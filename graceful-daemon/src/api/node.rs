@@ -12,12 +12,13 @@ use serde::Serialize;
 
 use crate::{
     adopt::pass::Report as AdoptReport,
-    bpf::{paths::PinDir, Kernel},
+    bpf::{paths::PinDir, pinned::Pinned, Kernel},
     drain::{
         report::{ActiveDrain, DrainReport},
         table::Drains as DrainTable,
         terminations::{TerminationReport, Terminations, Watched},
     },
+    gate::listener::Socket,
     kube::{ApiState, Kube},
     metrics::{AdoptionFigures, KernelFigures, LiveSource, MetricsSnapshot, PodFigures, Recorder},
     resolver::{
@@ -39,6 +40,10 @@ pub struct Node {
     pub adoption: AdoptReport,
     /// Per-pod metric series at most; the rest are summed into `_other`.
     pub metrics_max_pods: usize,
+    /// A descriptor of every pin, for `/healthz`.
+    pub pinned: Arc<Pinned>,
+    /// The gate's socket; `None` without a gate.
+    pub gate: Option<Arc<Socket>>,
 }
 
 /// `/v1/drains`: the drains in progress and released, and the
@@ -130,16 +135,49 @@ impl Node {
 
     /// Ready once the programs are attached (they are before the API
     /// starts) and the resolver has scanned the tree (the watcher does so
-    /// before it returns) and the pinned maps read. The Kubernetes API is
+    /// before it returns) and the pinned maps read, for as long as the
+    /// agent is healthy ([`Node::health`]). The Kubernetes API is
     /// not a condition: counts and drains work without it.
     pub fn status(&self) -> Status {
         let readable = self.kernel.stats().is_ok();
         Status {
-            ready: readable,
+            ready: readable && self.health().is_ok(),
             programs: if readable { "attached" } else { "unreadable" },
             pods: sync::read(&self.index).pod_count(),
             kube_api: self.kube_api(),
             version: env!("CARGO_PKG_VERSION"),
+        }
+    }
+}
+
+impl Node {
+    /// `/healthz`: what keeps the agent from doing its job, if anything.
+    /// Pins removed under it are pinned again within seconds (see
+    /// `agent::serve`), so a missing pin fails the check only until then,
+    /// or for good if it cannot be put back; the kubelet then restarts
+    /// the agent, which pins everything anew.
+    pub fn health(&self) -> Result<(), String> {
+        let mut problems = Vec::new();
+        let missing = self.pinned.missing();
+        if !missing.is_empty() {
+            let shown: Vec<String> = missing.iter().take(3).map(|p| p.display().to_string()).collect();
+            problems.push(format!(
+                "{} pins are gone ({}{})",
+                missing.len(),
+                shown.join(", "),
+                if missing.len() > 3 { ", ..." } else { "" }
+            ));
+        }
+        if let Err(e) = self.kernel.stats() {
+            problems.push(format!("the stats map cannot be read: {e}"));
+        }
+        if let Some(g) = self.gate.as_ref().filter(|g| !g.listening()) {
+            problems.push(format!("the gate is not listening on {}", g.path.display()));
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("; "))
         }
     }
 }

@@ -33,7 +33,10 @@ pub async fn handle<B>(api: Arc<Api>, req: Request<B>) -> http::Response<Body> {
     }
     let path = req.uri().path();
     match path {
-        "/healthz" => bytes(StatusCode::OK, "text/plain", "ok\n"),
+        "/healthz" => match api.node.health() {
+            Ok(()) => bytes(StatusCode::OK, "text/plain", "ok\n"),
+            Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e),
+        },
         "/readyz" => {
             let s = api.node.status();
             let code = if s.ready {

@@ -96,6 +96,8 @@ pub struct Attached {
     pub reused_link: bool,
     /// Link pins of other versions that this agent detached.
     pub replaced_links: Vec<PathBuf>,
+    /// The pins of our programs' links (see [`super::pinned`]).
+    pub links: Vec<PathBuf>,
 }
 
 /// Offsets the programs read, from the running kernel's BTF.
@@ -315,12 +317,19 @@ pub fn attach(pins: &PinDir, opts: &AttachOptions) -> Result<Attached, LoadError
         }
     }
 
+    let links = ours
+        .iter()
+        .filter(|p| p.exists())
+        .map(|p| p.to_path_buf())
+        .collect();
+
     Ok(Attached {
         ebpf,
         pins: pins.clone(),
         reused_maps,
         reused_link,
         replaced_links,
+        links,
     })
 }
 

@@ -10,6 +10,7 @@ pub mod maps;
 pub mod object;
 pub mod open;
 pub mod paths;
+pub mod pinned;
 pub mod ring;
 
 pub use error::MapError;

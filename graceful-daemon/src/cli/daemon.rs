@@ -20,6 +20,11 @@ pub struct Args {
     /// of the state program (rare; the start-up pass does it too). `0s`: never.
     #[arg(long, default_value = "60s", value_parser = crate::duration::parse)]
     pub repair_interval: Duration,
+    /// How often to look for pins removed from under the agent and pin
+    /// them again (it holds every map and link, so nothing is lost). `0s`:
+    /// never; `/healthz` then fails until the agent restarts.
+    #[arg(long, default_value = "2s", value_parser = crate::duration::parse)]
+    pub repin_interval: Duration,
     /// Host directory for the drain gate: the agent puts `graceful-wait` and
     /// `gate.sock` there; pods mount it (by convention at /graceful) and
     /// run `/graceful/graceful-wait` as their preStop hook.
@@ -52,6 +57,7 @@ impl From<Args> for agent::Settings {
             replace_incompatible_pins: a.replace_incompatible_pins,
             gc_interval: a.gc_interval,
             repair_interval: a.repair_interval,
+            repin_interval: a.repin_interval,
             gate_dir: a.gate_dir,
             shutdown_budget: a.shutdown_budget,
             wait_bin: a.wait_bin,

@@ -8,11 +8,12 @@ use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use tokio::net::UnixListener;
-use tracing::{debug, info, warn};
+use tracing::{debug, error, info, warn};
 
 use super::{
     api::{DrainRequest, ErrorBody, Line, SelfView, MAX_BODY},
     identity::{identify, Caller, IdentityError},
+    listener::{self, Look, Socket},
     share::{Busy, Shares},
 };
 use crate::{
@@ -34,13 +35,28 @@ pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// caller's share ([`share`](super::share)); past it, or while the agent
 /// cannot tell who is calling, the caller is told so at once and the
 /// connection closes, so a flood holds no descriptor for long.
-pub async fn serve(listener: UnixListener, drainer: Arc<Drainer>, shares: Arc<Shares>) {
+pub async fn serve(
+    mut listener: UnixListener,
+    socket: Arc<Socket>,
+    drainer: Arc<Drainer>,
+    shares: Arc<Shares>,
+) {
+    let mut ours = listener::inode(&socket.path);
+    let mut look = tokio::time::interval(LOOK_EVERY);
     loop {
-        let (stream, _) = match listener.accept().await {
-            Ok(s) => s,
-            Err(e) => {
-                warn!(error = %e, "gate accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((s, _)) => s,
+                Err(e) => {
+                    warn!(error = %e, "gate accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = look.tick() => {
+                if let Some(l) = keep_bound(&socket, &mut ours) {
+                    listener = l;
+                }
                 continue;
             }
         };
@@ -81,6 +97,43 @@ pub async fn serve(listener: UnixListener, drainer: Arc<Drainer>, shares: Arc<Sh
             .await;
             drop(ticket);
         });
+    }
+}
+
+/// How often the gate looks at its socket's path.
+pub const LOOK_EVERY: Duration = Duration::from_secs(2);
+
+/// Binds the gate socket again if its file was removed (or is a dead
+/// listener's), and says so; leaves another live listener be, and counts
+/// the gate as not listening while it is there.
+fn keep_bound(socket: &Socket, ours: &mut u64) -> Option<UnixListener> {
+    match socket.look(*ours) {
+        Look::Ours => {
+            socket.set_listening(true);
+            None
+        }
+        Look::Taken(pid) => {
+            if socket.listening() {
+                error!(gate = %socket.path.display(), holder = ?pid, "another process listens on the gate socket: pods' hooks reach it, not this agent");
+            }
+            socket.set_listening(false);
+            None
+        }
+        Look::Rebind => match listener::bind(&socket.path) {
+            Ok(l) => {
+                *ours = listener::inode(&socket.path);
+                warn!(gate = %socket.path.display(), "the gate socket was removed under the agent: bound it again");
+                socket.set_listening(true);
+                Some(l)
+            }
+            Err(e) => {
+                if socket.listening() {
+                    error!(error = %e, "the gate socket was removed and cannot be bound again: pods' hooks fail open");
+                }
+                socket.set_listening(false);
+                None
+            }
+        },
     }
 }
 

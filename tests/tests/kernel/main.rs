@@ -14,6 +14,7 @@ mod gate;
 mod gate_scopes;
 mod gate_settings;
 mod gc;
+mod health;
 mod kube_terminating;
 mod kube_watch;
 mod memory_budget;

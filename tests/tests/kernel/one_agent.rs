@@ -14,7 +14,7 @@ use graceful_tests::agent::{graceful, Agent};
 use crate::require_root;
 
 /// What a plain HTTP GET on the unix socket `sock` answers: its status.
-fn status_on(sock: &Path, path: &str) -> Option<u16> {
+pub fn status_on(sock: &Path, path: &str) -> Option<u16> {
     let mut s = UnixStream::connect(sock).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
     s.write_all(format!("GET {path} HTTP/1.1\r\nHost: g\r\nConnection: close\r\n\r\n").as_bytes())
