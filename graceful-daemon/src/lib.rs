@@ -30,4 +30,5 @@ pub mod memcg;
 pub mod metrics;
 pub mod reply;
 pub mod resolver;
+pub mod share;
 pub mod sync;

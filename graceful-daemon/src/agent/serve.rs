@@ -18,13 +18,10 @@ use crate::{
         pod_api::PodApi,
         terminations::{Outcome, TerminationReport, Terminations},
     },
-    gate::{
-        listener::Socket,
-        server,
-        share::{Limits, Shares},
-    },
+    gate::{listener::Socket, server},
     metrics::Recorder,
     resolver::watch::{WatchConfig, Watcher},
+    share::{Limits, Shares},
 };
 
 /// What the agent holds for as long as it runs: its pin directory, the
@@ -95,11 +92,12 @@ pub async fn serve(
     );
     drainer.repairer = Some(repairer.clone());
     let drainer = Arc::new(drainer);
+    let nofile = budget::raise_nofile();
     let mut gate = None;
     if let Some(dir) = &settings.gate_dir {
         let listener = gate_dir::open(dir, settings.wait_bin.clone())?;
         info!(gate = %dir.join(gate_dir::SOCKET).display(), "drain gate listening");
-        let limits = Limits::for_nofile(budget::raise_nofile());
+        let limits = Limits::for_nofile(nofile);
         info!(
             connections = limits.total,
             per_pod = limits.per_caller,
@@ -130,7 +128,8 @@ pub async fn serve(
         node,
         resolver: watcher.resolver().clone(),
     });
-    start_api(&mut tasks, &settings.api_addr, api_socket, api).await;
+    let api_shares = Shares::new(Limits::api_for_nofile(nofile));
+    start_api(&mut tasks, &settings.api_addr, api_socket, api, api_shares).await;
     info!("ready");
     let mut short = None;
     budget::check(&mut short);
@@ -202,13 +201,16 @@ fn keep_pinned(pinned: &Pinned, claim: &mut Claim, pins: &PinDir, recorder: &Rec
 /// bound is one error line and the agent goes on without it: counting and
 /// drains matter more than the API (the readiness probe, which asks the
 /// API, then says so), and the CLI falls back to the pins.
-async fn start_api(tasks: &mut Tasks, addr: &str, socket: &Path, api: Arc<Api>) {
+async fn start_api(tasks: &mut Tasks, addr: &str, socket: &Path, api: Arc<Api>, shares: Arc<Shares>) {
     if addr != "off" {
         match tokio::net::TcpListener::bind(addr).await {
             Ok(listener) => {
                 let bound = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
                 info!(addr = %bound, "local API listening");
-                tasks.spawn("api tcp", api::server::serve(listener, api.clone()));
+                tasks.spawn(
+                    "api tcp",
+                    api::server::serve(listener, api.clone(), shares.clone()),
+                );
             }
             Err(e) => error!(
                 "cannot serve the local API on {addr}: {e}; going on without it (set --api-addr, or `off`)"
@@ -218,7 +220,7 @@ async fn start_api(tasks: &mut Tasks, addr: &str, socket: &Path, api: Arc<Api>) 
     match api::server::bind_unix(socket) {
         Ok(listener) => {
             info!(socket = %socket.display(), "local API listening");
-            tasks.spawn("api socket", api::server::serve(listener, api));
+            tasks.spawn("api socket", api::server::serve(listener, api, shares));
         }
         Err(e) => error!("{e:#}; going on without the API socket (the CLI reads the pins instead)"),
     }

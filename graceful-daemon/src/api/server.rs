@@ -1,49 +1,73 @@
 //! The local API's listeners: a TCP address and a unix socket, one task
-//! per connection, the same handlers on both.
+//! per connection, the same handlers on both. Its TCP address is the pod's
+//! own in the DaemonSet, so any pod of the cluster can reach it: each peer
+//! address gets a fair share of connections ([`crate::share`]), and the
+//! API as a whole a bound, so a flood of scrapes cannot take the
+//! descriptors the gate needs.
 
 use std::{os::fd::AsRawFd, path::Path, sync::Arc, time::Duration};
 
+use http::StatusCode;
 use tokio::{
     io::{AsyncRead, AsyncWrite},
     net::{TcpListener, UnixListener},
 };
-use tracing::warn;
+use tracing::{debug, warn};
 
 use super::routes::{handle, Api};
-use crate::http_conn;
+use crate::{
+    http_conn,
+    share::{Busy, Shares, Ticket},
+};
 
-fn serve_conn<IO>(api: Arc<Api>, io: IO)
+fn serve_conn<IO>(api: Arc<Api>, io: IO, ticket: Ticket)
 where
     IO: AsyncRead + AsyncWrite + AsRawFd + Unpin + Send + 'static,
 {
-    tokio::spawn(http_conn::serve(io, "API", move |req| handle(api.clone(), req)));
+    tokio::spawn(async move {
+        http_conn::serve(io, "API", move |req| handle(api.clone(), req)).await;
+        drop(ticket);
+    });
 }
 
 /// A listener of either kind.
 pub trait Accept: Send + 'static {
     type Io: AsyncRead + AsyncWrite + AsRawFd + Unpin + Send + 'static;
-    fn next(&self) -> impl std::future::Future<Output = std::io::Result<Self::Io>> + Send;
+    /// The next connection, and the caller it counts against.
+    fn next(&self) -> impl std::future::Future<Output = std::io::Result<(Self::Io, String)>> + Send;
 }
 
 impl Accept for TcpListener {
     type Io = tokio::net::TcpStream;
-    async fn next(&self) -> std::io::Result<Self::Io> {
-        self.accept().await.map(|(s, _)| s)
+    async fn next(&self) -> std::io::Result<(Self::Io, String)> {
+        self.accept().await.map(|(s, peer)| (s, peer.ip().to_string()))
     }
 }
 
 impl Accept for UnixListener {
     type Io = tokio::net::UnixStream;
-    async fn next(&self) -> std::io::Result<Self::Io> {
-        self.accept().await.map(|(s, _)| s)
+    /// Root's only (the socket is 0600): one caller.
+    async fn next(&self) -> std::io::Result<(Self::Io, String)> {
+        self.accept().await.map(|(s, _)| (s, "unix socket".to_string()))
     }
 }
 
 /// Serves `api` on `listener` until the task is dropped.
-pub async fn serve<L: Accept>(listener: L, api: Arc<Api>) {
+pub async fn serve<L: Accept>(listener: L, api: Arc<Api>, shares: Arc<Shares>) {
     loop {
         match listener.next().await {
-            Ok(s) => serve_conn(api.clone(), s),
+            Ok((s, caller)) => match shares.connect(&caller) {
+                Ok(ticket) => serve_conn(api.clone(), s, ticket),
+                Err(busy) => {
+                    let status = match busy {
+                        Busy::Full(_) => StatusCode::SERVICE_UNAVAILABLE,
+                        _ => StatusCode::TOO_MANY_REQUESTS,
+                    };
+                    api.node.metrics.error("api_busy");
+                    debug!(error = %busy, "API: refused a connection past its share");
+                    http_conn::answer_now(&s, status, &busy.to_string());
+                }
+            },
             Err(e) => {
                 warn!(error = %e, "API accept failed");
                 tokio::time::sleep(Duration::from_millis(50)).await;

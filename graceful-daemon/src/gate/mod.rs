@@ -6,10 +6,8 @@
 //! - [`api`]: what the socket accepts and answers;
 //! - [`identity`]: who is calling (SO_PEERCRED → pod, container);
 //! - [`listener`]: its socket, bound and kept bound;
-//! - [`share`]: each caller's fair share of connections and drains;
 //! - [`server`]: the HTTP/1.1 server and its two routes.
 pub mod api;
 pub mod identity;
 pub mod listener;
 pub mod server;
-pub mod share;

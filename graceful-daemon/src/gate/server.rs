@@ -14,7 +14,6 @@ use super::{
     api::{DrainRequest, ErrorBody, Line, SelfView, MAX_BODY},
     identity::{identify, Caller, IdentityError},
     listener::{self, Look, Socket},
-    share::{Busy, Shares},
 };
 use crate::{
     adopt::netns::NetNs,
@@ -24,6 +23,7 @@ use crate::{
     },
     http_conn,
     reply::{error, json, line_bytes, ndjson, Body},
+    share::{Busy, Shares},
 };
 
 /// How long a client may take to send its body (its head:

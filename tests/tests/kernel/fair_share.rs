@@ -154,3 +154,50 @@ fn a_pod_flooding_the_gate_gets_its_share_and_others_drain_as_usual() {
     let again = flood(&mut peer, &sock, 1, Some(&request));
     assert_eq!(again.held, 1, "the pod's share was not given back: {again:?}");
 }
+
+#[test]
+fn a_peer_flooding_the_local_api_gets_its_share_and_the_probes_still_answer() {
+    use std::io::{Read as _, Write as _};
+    require_root!();
+    let mut agent = Agent::new();
+    agent.start();
+    let api = agent.api_addr();
+    // Idle connections from one peer address, held.
+    let mut held = Vec::new();
+    for _ in 0..200 {
+        held.push(std::net::TcpStream::connect(api).unwrap());
+    }
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let (mut kept, mut refused) = (0, 0);
+    for s in &mut held {
+        s.set_nonblocking(true).unwrap();
+        let mut buf = [0u8; 512];
+        match s.read(&mut buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => kept += 1,
+            Ok(n) => {
+                let text = String::from_utf8_lossy(&buf[..n]);
+                assert!(text.starts_with("HTTP/1.1 429"), "{text}");
+                assert!(text.contains("already holds 32 connections"), "{text}");
+                refused += 1;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!((kept, refused), (32, 168));
+    // The unix socket (the CLI's) answers all the same.
+    assert_eq!(
+        crate::one_agent::status_on(&agent.api_sock(), "/healthz"),
+        Some(200)
+    );
+    drop(held);
+    // Its share given back (once the agent has seen the closes), the same
+    // peer is served again.
+    graceful_tests::wait_for(10, "the peer's share to be given back", || {
+        let mut s = std::net::TcpStream::connect(api).ok()?;
+        s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .ok()?;
+        let mut out = String::new();
+        s.read_to_string(&mut out).ok()?;
+        out.starts_with("HTTP/1.1 200").then_some(())
+    });
+}

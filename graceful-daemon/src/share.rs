@@ -1,10 +1,11 @@
-//! Each caller's fair share of the gate. A pod (or, for callers outside
-//! pods, a cgroup) holds at most [`Limits::per_caller`] connections at
-//! once, and each of its containers at most one drain; the whole gate
-//! holds at most [`Limits::total`] connections, so one pod, or many, can
-//! never take the agent's file descriptors or memory from the others.
-//! Past its share a caller is told so (429) and graceful-wait retries
-//! within its own deadline.
+//! Each caller's fair share of a server: the gate's and the local API's.
+//! A caller (for the gate, a pod or, outside pods, a cgroup; for the API,
+//! a peer address) holds at most [`Limits::per_caller`] connections at
+//! once, and the server at most [`Limits::total`], so no caller, or many,
+//! can take the agent's file descriptors or memory from the others. On
+//! the gate, each container also holds at most one drain. Past its share a
+//! caller is told so (429, or 503 for a full server) and graceful-wait
+//! retries within its own deadline.
 
 use std::{
     collections::{HashMap, HashSet},
@@ -13,12 +14,12 @@ use std::{
 
 use crate::sync;
 
-/// The gate's bounds.
+/// A server's bounds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
     /// Connections open at once, over all callers.
     pub total: usize,
-    /// Connections open at once from one pod (or one cgroup outside pods).
+    /// Connections open at once from one caller.
     pub per_caller: usize,
 }
 
@@ -29,12 +30,25 @@ impl Limits {
     /// Connections in all: each holds a socket, and a drain its network
     /// namespace (two descriptors, about 60 KiB).
     pub const TOTAL: usize = 1024;
+    /// The local API's connections in all.
+    pub const API_TOTAL: usize = 256;
 
-    /// The bounds for an agent that may open `nofile` descriptors: the
-    /// gate takes at most a quarter of them, the rest are the node's
-    /// (maps, namespaces during repair passes, the API, the watch).
+    /// The gate's bounds for an agent that may open `nofile` descriptors:
+    /// at most a quarter of them. The API takes at most an eighth
+    /// ([`Limits::api_for_nofile`]); the rest are the node's (maps,
+    /// namespaces during repair passes, the watch).
     pub fn for_nofile(nofile: u64) -> Limits {
         let total = (nofile / 4).clamp(8, Self::TOTAL as u64) as usize;
+        Limits {
+            total,
+            per_caller: Self::PER_CALLER.min(total),
+        }
+    }
+
+    /// The local API's bounds: a scraper, the probes, the CLI and a few
+    /// event streams need a handful each.
+    pub fn api_for_nofile(nofile: u64) -> Limits {
+        let total = (nofile / 8).clamp(8, Self::API_TOTAL as u64) as usize;
         Limits {
             total,
             per_caller: Self::PER_CALLER.min(total),
@@ -45,9 +59,9 @@ impl Limits {
 /// Why a connection or a drain was not admitted.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum Busy {
-    #[error("the gate holds its limit of {0} connections: retry shortly")]
+    #[error("the agent holds its limit of {0} connections here: retry shortly")]
     Full(usize),
-    #[error("{who} already holds {limit} gate connections, its limit: close some, or retry shortly")]
+    #[error("{who} already holds {limit} connections, its limit: close some, or retry shortly")]
     Caller { who: String, limit: usize },
     #[error("a drain of {who} is already running: one per container at a time; retry once it ends")]
     Draining { who: String },
