@@ -1,9 +1,11 @@
 //! Support for graceful's integration tests: real cgroups, network
 //! namespaces, peer processes and the real agent, each cleaned up on drop.
-//! The tests themselves are in `tests/kernel/`.
+//! The tests themselves are in `tests/kernel/` and `tests/cluster/`.
 pub mod agent;
 pub mod cgroup;
 pub mod cluster;
+pub mod gate;
+pub mod k8s;
 pub mod netns;
 pub mod oracle;
 pub mod peer;
@@ -11,7 +13,7 @@ pub mod pod;
 pub mod rollout;
 pub mod stand_in;
 
-pub use graceful_test_support::{memcg, monotonic_ns, unique, which};
+pub use graceful_test_support::{is_root, memcg, monotonic_ns, unique, which};
 
 /// How late an event-driven release may land in a test. Tests prove *why*
 /// a drain was released (the kernel's close event, a container's exit, the

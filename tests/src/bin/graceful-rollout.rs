@@ -83,9 +83,8 @@ fn main() -> anyhow::Result<()> {
         return app::serve(listen, latency);
     }
     let a = cli.run;
-    // SAFETY: geteuid has no preconditions.
     anyhow::ensure!(
-        unsafe { libc::geteuid() } == 0,
+        graceful_tests::is_root(),
         "the rollout creates cgroups, network namespaces and loads eBPF programs: run it as root"
     );
     if a.cluster {

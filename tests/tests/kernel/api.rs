@@ -12,16 +12,14 @@ use std::{
 use graceful_tests::{
     agent::{graceful, Agent},
     cgroup::Cgroup,
+    gate::{finish, hook},
     oracle,
     peer::held_connections,
     pod::SimPod,
 };
 use serde_json::Value;
 
-use crate::{
-    gate::{finish, hook},
-    require_root,
-};
+use crate::require_root;
 
 /// One request on the TCP address; (status, content type, body).
 fn http(agent: &Agent, method: &str, path: &str) -> (u16, String, String) {

@@ -27,16 +27,14 @@ use graceful_common::{event, watch};
 use graceful_tests::{
     agent::Agent,
     cgroup::Cgroup,
+    gate::{finish, hook, wait_draining},
     monotonic_ns,
     peer::{addr, held_connections, Peer},
     pod::SimPod,
 };
 use tokio::sync::broadcast::error::RecvError;
 
-use crate::{
-    gate::{finish, hook, wait_draining},
-    require_root,
-};
+use crate::require_root;
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;

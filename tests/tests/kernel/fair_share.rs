@@ -7,15 +7,13 @@
 use graceful_tests::{
     agent::Agent,
     cgroup::Cgroup,
+    gate::{finish, hook, wait_draining},
     peer::{addr, Peer},
     pod::SimPod,
     EVENT_SLACK_MS,
 };
 
-use crate::{
-    gate::{finish, hook, wait_draining},
-    require_root,
-};
+use crate::require_root;
 
 /// A `gate-flood` tally.
 #[derive(Debug)]

@@ -6,7 +6,7 @@
 use std::{
     io::{Read, Write},
     os::unix::net::UnixStream,
-    process::{Child, Command, Stdio},
+    process::Command,
     time::{Duration, Instant},
 };
 
@@ -14,88 +14,15 @@ use graceful_tests::monotonic_ns;
 use graceful_tests::{
     agent::Agent,
     cgroup::Cgroup,
+    gate::{engaged, finish, finish_engaged, hook, wait_draining},
     netns::VethPair,
-    peer::{addr, held_connections, place, Peer},
+    peer::{addr, held_connections, Peer},
     pod::SimPod,
     EVENT_SLACK_MS,
 };
 use serde_json::Value;
 
 use crate::require_root;
-
-/// Starts `graceful-wait` (the copy the agent placed in its gate dir) in `cg`.
-pub fn hook(agent: &Agent, cg: &Cgroup, args: &[&str]) -> Child {
-    let bin = agent.gate_dir.as_ref().unwrap().join("graceful-wait");
-    let mut cmd = Command::new(&bin);
-    cmd.args(args)
-        .arg("--socket")
-        .arg(agent.gate_sock())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    place(&mut cmd, cg, None);
-    cmd.spawn().unwrap_or_else(|e| panic!("{}: {e}", bin.display()))
-}
-
-/// Waits until the agent holds `n` drains (asking its local API), so what
-/// a test does next happens during them, however slowly the hook started.
-pub fn wait_draining(agent: &Agent, n: usize) {
-    graceful_tests::wait_for(30, "the drain to start", || {
-        let out = graceful_tests::agent::graceful(&agent.pin_dir, &["drains", "-o", "json"]);
-        let v: Value = serde_json::from_slice(&out.stdout).ok()?;
-        (v["active"].as_array()?.len() == n).then_some(())
-    });
-}
-
-/// Waits until the hook prints its first progress line, which the agent
-/// sends once the drain is engaged (for `quiet`, once it watches payload).
-/// Reading the hook's own output adds no latency, where asking the agent's
-/// API costs a process start (seconds under qemu). The rest of the output
-/// comes with [`finish_engaged`].
-pub fn engaged(child: &mut Child) -> std::thread::JoinHandle<String> {
-    use std::io::BufRead;
-    let stdout = child.stdout.take().expect("piped stdout");
-    let (tx, rx) = std::sync::mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        let mut all = String::new();
-        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
-            if line.contains("inbound connection(s) at") {
-                let _ = tx.send(());
-            }
-            all.push_str(&line);
-            all.push('\n');
-        }
-        all
-    });
-    rx.recv_timeout(Duration::from_secs(30))
-        .expect("the hook printed no progress line within 30 s");
-    reader
-}
-
-/// [`finish`] for a hook whose stdout [`engaged`] took.
-pub fn finish_engaged(child: Child, stdout: std::thread::JoinHandle<String>) -> (Value, String) {
-    let out = child.wait_with_output().unwrap();
-    let stdout = stdout.join().unwrap();
-    report_of(out.status, stdout, &out.stderr)
-}
-
-/// Waits for the hook; returns its report (its last stdout line) and its output.
-pub fn finish(child: Child) -> (Value, String) {
-    let out = child.wait_with_output().unwrap();
-    report_of(
-        out.status,
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        &out.stderr,
-    )
-}
-
-fn report_of(status: std::process::ExitStatus, stdout: String, stderr: &[u8]) -> (Value, String) {
-    let stderr = String::from_utf8_lossy(stderr);
-    assert!(status.success(), "graceful-wait failed: {stdout}{stderr}");
-    let last = stdout.lines().last().unwrap_or_default();
-    let report: Value = serde_json::from_str(last)
-        .unwrap_or_else(|e| panic!("last line {last:?} is not JSON: {e}\n{stderr}"));
-    (report, format!("{stdout}{stderr}"))
-}
 
 #[test]
 fn released_on_the_last_close_after_endpoint_propagation() {

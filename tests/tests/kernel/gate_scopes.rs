@@ -7,15 +7,13 @@ use graceful_tests::monotonic_ns;
 use graceful_tests::{
     agent::Agent,
     cgroup::Cgroup,
+    gate::{engaged, finish, finish_engaged, hook},
     peer::{addr, held_connections, Peer},
     pod::SimPod,
     EVENT_SLACK_MS,
 };
 
-use crate::{
-    gate::{engaged, finish, finish_engaged, hook},
-    require_root,
-};
+use crate::require_root;
 
 #[test]
 fn a_sidecar_with_scope_pod_is_held_until_the_app_has_drained() {

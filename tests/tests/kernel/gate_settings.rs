@@ -6,20 +6,17 @@
 use graceful_tests::{
     agent::{graceful, Agent},
     cgroup::Cgroup,
+    gate::{finish, hook},
+    k8s::{
+        fake_api::{FakeApi, Reply},
+        fill, fixture, with_api,
+    },
     peer::held_connections,
     pod::SimPod,
 };
 use serde_json::Value;
 
-use crate::{
-    gate::{finish, hook},
-    kube_terminating::{fill, with_api},
-    kube_watch::{
-        fake_api::{FakeApi, Reply},
-        fixture,
-    },
-    require_root,
-};
+use crate::require_root;
 
 #[test]
 fn annotations_override_flags_and_the_grace_period_bounds_the_deadline() {

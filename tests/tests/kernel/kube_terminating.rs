@@ -8,163 +8,49 @@ use std::time::Duration;
 
 use graceful_tests::{
     agent::{graceful, Agent},
-    cgroup::Cgroup,
-    peer::{addr, Peer},
-    pod::SimPod,
+    k8s::{
+        fake_api::{FakeApi, Reply},
+        fixture, lines,
+        terminating::{field, num, scene, Scene},
+        with_api, NODE,
+    },
     EVENT_SLACK_MS,
 };
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
-use crate::{
-    kube_watch::{
-        fake_api::{FakeApi, Reply},
-        fixture, lines, NODE,
-    },
-    require_root,
-};
+use crate::require_root;
 
-/// Points `agent` at the fake API, as the node the recorded pods are on.
-pub fn with_api(agent: &mut Agent, api: &FakeApi) {
-    let kc = api.kubeconfig(&std::env::temp_dir());
-    agent.daemon_args.extend([
-        "--kubeconfig".into(),
-        kc.display().to_string(),
-        "--node-name".into(),
-        NODE.into(),
-    ]);
-}
-
-/// Fills the terminating fixtures' placeholders with the simulated pod's.
-pub fn fill(text: &str, pod: &SimPod, deletion: Option<Timestamp>) -> String {
-    let mut t = text
-        .replace("{{POD_UID}}", &pod.uid)
-        .replace("{{CONTAINER_ID}}", &pod.containers[0].0);
-    if let Some(d) = deletion {
-        t = t.replace(
-            "{{DELETION_TIMESTAMP}}",
-            &d.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
-        );
-    }
-    t
-}
-
-/// `key=value` from an agent log line (text format).
-fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
-    let at = line.find(&format!(" {key}="))? + key.len() + 2;
-    let rest = &line[at..];
-    let end = rest.find(' ').unwrap_or(rest.len());
-    Some(rest[..end].trim_matches('"'))
-}
-
-fn num(line: &str, key: &str) -> u64 {
-    field(line, key)
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no {key} in {line}"))
-}
-
-/// An agent watching the fake API as node kind-worker, the simulated pod
-/// listed, and the pod's app holding `n` inbound connections.
-struct Scene {
-    _rt: tokio::runtime::Runtime,
-    api: FakeApi,
-    agent: Agent,
-    pod: SimPod,
-    app: Option<Peer>,
-    _client: Peer,
-    _lb: Cgroup,
-}
-
-fn scene(n: usize) -> Scene {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let pod = SimPod::create(1);
-    let api = rt.block_on(FakeApi::start());
-    api.push_list(Reply::list(fill(
-        &fixture("terminating/pods-list.json"),
-        &pod,
-        None,
-    )));
-    let mut agent = Agent::new();
-    with_api(&mut agent, &api);
-    agent.start();
-    let lb = Cgroup::unique("lb");
-    let mut app = Peer::spawn(pod.container(0), None);
-    let port = app.listen("127.0.0.1:0", "hold");
-    let mut client = Peer::spawn(&lb, None);
-    client.connect(&addr("127.0.0.1", port), n);
-    graceful_tests::wait_for(10, "accepts", || (app.accepted() == n as u64).then_some(()));
-    graceful_tests::wait_for(10, "the agent's pod watch", || {
-        (api.open_watches() == 1).then_some(())
-    });
-    Scene {
-        _rt: rt,
-        api,
-        agent,
-        pod,
-        app: Some(app),
-        _client: client,
-        _lb: lb,
-    }
-}
-
-impl Scene {
-    /// Sends the recorded MODIFIED event: deletion requested now, grace 30 s.
-    fn delete(&self, inbound: u64) {
-        let at = Timestamp::now() + SignedDuration::from_secs(30);
-        let line = fill(&lines("terminating/watch.jsonl")[0], &self.pod, Some(at));
-        assert_eq!(self.api.push(&line), 1, "no watch open");
-        let started = graceful_tests::wait_for(10, "the agent to watch the terminating pod", || {
-            self.agent
-                .log_text()
-                .lines()
-                .find(|l| l.contains("pod terminating: watching"))
-                .map(str::to_string)
-        });
-        assert_eq!(num(&started, "inbound"), inbound, "{started}");
-        assert_eq!(field(&started, "pod"), Some("shop/checkout-84b7c9d5f6-n7x4r"));
-    }
-
-    fn report(&self) -> String {
-        graceful_tests::wait_for(10, "the terminating report", || {
-            self.agent
-                .log_text()
-                .lines()
-                .find(|l| l.contains("report=") && l.contains("terminating pod:"))
-                .map(str::to_string)
-        })
-    }
-
-    fn event(&self) -> k8s_openapi::api::core::v1::Event {
-        let v = graceful_tests::wait_for(10, "the Event POST", || self.api.events().into_iter().next());
-        let ev: k8s_openapi::api::core::v1::Event =
-            serde_json::from_value(v.clone()).unwrap_or_else(|e| panic!("not an Event: {e}: {v}"));
-        assert_eq!(v["apiVersion"], "v1", "{v}");
-        assert_eq!(v["kind"], "Event", "{v}");
-        let posted = self.api.seen().into_iter().find(|s| s.method == "POST").unwrap();
-        assert_eq!(posted.path, "/api/v1/namespaces/shop/events");
-        let io = &ev.involved_object;
-        assert_eq!(io.uid.as_deref(), Some(self.pod.uid.as_str()));
-        assert_eq!(io.kind.as_deref(), Some("Pod"));
-        assert_eq!(io.api_version.as_deref(), Some("v1"));
-        assert_eq!(io.name.as_deref(), Some("checkout-84b7c9d5f6-n7x4r"));
-        assert_eq!(io.namespace.as_deref(), Some("shop"));
-        assert_eq!(ev.metadata.namespace.as_deref(), Some("shop"));
-        assert!(ev
-            .metadata
-            .name
-            .as_deref()
-            .is_some_and(|n| n.starts_with("checkout-84b7c9d5f6-n7x4r.")));
-        let src = ev.source.as_ref().unwrap();
-        assert_eq!(src.component.as_deref(), Some("graceful"));
-        assert_eq!(src.host.as_deref(), Some(NODE));
-        assert_eq!(ev.reporting_component.as_deref(), Some("graceful"));
-        assert_eq!(ev.reporting_instance.as_deref(), Some(NODE));
-        assert!(ev.action.as_deref().is_some_and(|a| !a.is_empty()));
-        assert_eq!(ev.count, Some(1));
-        assert!(ev.first_timestamp.is_some() && ev.last_timestamp.is_some() && ev.event_time.is_some());
-        let msg = ev.message.as_deref().unwrap();
-        assert!(!msg.contains('\n') && msg.len() <= 1024, "{msg}");
-        ev
-    }
+/// The Event the agent POSTed for the pod, checked for what every such Event carries.
+fn event(s: &Scene) -> k8s_openapi::api::core::v1::Event {
+    let v = graceful_tests::wait_for(10, "the Event POST", || s.api.events().into_iter().next());
+    let ev: k8s_openapi::api::core::v1::Event =
+        serde_json::from_value(v.clone()).unwrap_or_else(|e| panic!("not an Event: {e}: {v}"));
+    assert_eq!(v["apiVersion"], "v1", "{v}");
+    assert_eq!(v["kind"], "Event", "{v}");
+    let posted = s.api.seen().into_iter().find(|s| s.method == "POST").unwrap();
+    assert_eq!(posted.path, "/api/v1/namespaces/shop/events");
+    let io = &ev.involved_object;
+    assert_eq!(io.uid.as_deref(), Some(s.pod.uid.as_str()));
+    assert_eq!(io.kind.as_deref(), Some("Pod"));
+    assert_eq!(io.api_version.as_deref(), Some("v1"));
+    assert_eq!(io.name.as_deref(), Some("checkout-84b7c9d5f6-n7x4r"));
+    assert_eq!(io.namespace.as_deref(), Some("shop"));
+    assert_eq!(ev.metadata.namespace.as_deref(), Some("shop"));
+    assert!(ev
+        .metadata
+        .name
+        .as_deref()
+        .is_some_and(|n| n.starts_with("checkout-84b7c9d5f6-n7x4r.")));
+    let src = ev.source.as_ref().unwrap();
+    assert_eq!(src.component.as_deref(), Some("graceful"));
+    assert_eq!(src.host.as_deref(), Some(NODE));
+    assert_eq!(ev.reporting_component.as_deref(), Some("graceful"));
+    assert_eq!(ev.reporting_instance.as_deref(), Some(NODE));
+    assert!(ev.action.as_deref().is_some_and(|a| !a.is_empty()));
+    assert_eq!(ev.count, Some(1));
+    assert!(ev.first_timestamp.is_some() && ev.last_timestamp.is_some() && ev.event_time.is_some());
+    let msg = ev.message.as_deref().unwrap();
+    assert!(!msg.contains('\n') && msg.len() <= 1024, "{msg}");
+    ev
 }
 
 /// The terminating report's latency after the last inbound close, by the
@@ -241,7 +127,7 @@ fn terminating_pod_is_reported_on_its_last_inbound_close() {
         .unwrap();
     assert!((0.15..5.0).contains(&since), "{since} s since deletion: {line}");
 
-    let ev = s.event();
+    let ev = event(&s);
     assert_eq!(ev.reason.as_deref(), Some("InboundDrained"));
     assert_eq!(ev.type_.as_deref(), Some("Normal"));
     let msg = ev.message.unwrap();
@@ -264,7 +150,7 @@ fn terminating_pod_whose_container_exits_first_is_reported_as_exited() {
     assert_eq!(field(&line, "outcome"), Some("exited"), "{line}");
     assert_eq!(num(&line, "inbound_at_deletion"), 2);
     assert_eq!(num(&line, "inbound_open"), 2, "{line}");
-    let ev = s.event();
+    let ev = event(&s);
     assert_eq!(ev.reason.as_deref(), Some("ExitedBeforeDrain"));
     assert_eq!(ev.type_.as_deref(), Some("Warning"));
     let msg = ev.message.unwrap();

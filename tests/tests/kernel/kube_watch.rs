@@ -3,9 +3,8 @@
 //! watch with ADDED/MODIFIED/DELETED/BOOKMARK, a 410 Gone that forces a
 //! relist, an API that is away at start, goes and comes back. They need
 //! no root: they run the library in-process. The terminating-pod report
-//! on the same payloads is in `kube_terminating`.
-
-pub mod fake_api;
+//! on the same payloads is in `kube_terminating`; the server and the
+//! payloads are `graceful_tests::k8s`.
 
 use std::{
     path::Path,
@@ -13,32 +12,20 @@ use std::{
     time::{Duration, Instant},
 };
 
-use fake_api::{FakeApi, Reply, Seen};
 use graceful::{
     kube::{ApiState, ContainerKind, PodEvent, PodStore, PodWatch, Source, WatchOptions},
     resolver::index::PodIndex,
 };
+use graceful_tests::k8s::{
+    fake_api::{FakeApi, Reply, Seen},
+    fixture, lines, NODE,
+};
 
-pub const NODE: &str = "kind-worker";
 const WEB: &str = "0b6a1c52-3f0e-4b8e-9a47-6f1d2c9e8a10";
 const REDIS: &str = "7d3f9e21-64b8-4c1a-8e55-2b7c4d9f0e31";
 const DNS: &str = "c41f0a77-2e9d-4b36-a1c8-5f6e7d8c9b0a";
 const WORKER: &str = "3e8b1d04-9c2a-4f57-b6e3-8a0d1c2b3f4e";
 const API: &str = "9f2c4e6a-1b3d-4a5c-8e7f-0a1b2c3d4e5f";
-
-/// A recorded payload from tests/fixtures/k8s (or `$GRACEFUL_FIXTURES/k8s`,
-/// where the qemu guests put them).
-pub fn fixture(name: &str) -> String {
-    let root = std::env::var_os("GRACEFUL_FIXTURES")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures"));
-    let p = root.join("k8s").join(name);
-    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-}
-
-pub fn lines(name: &str) -> Vec<String> {
-    fixture(name).lines().map(str::to_string).collect()
-}
 
 /// The fixtures' fixed container ids: a two-hex-digit pattern repeated.
 fn hex(pat: &str) -> String {

@@ -39,7 +39,7 @@ pub static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 #[macro_export]
 macro_rules! require_root {
     () => {
-        if unsafe { libc::geteuid() } != 0 {
+        if !graceful_tests::is_root() {
             eprintln!(
                 "SKIPPED {}: needs root (run `cargo xtask test` as root)",
                 module_path!()

@@ -13,14 +13,12 @@ use graceful_common::{names, role, stat, CgroupCounters, SockOwner};
 use graceful_tests::{
     agent::Agent,
     cgroup::Cgroup,
+    gate::{engaged, finish_engaged, hook},
     peer::{held_connections, Peer},
     pod::SimPod,
 };
 
-use crate::{
-    gate::{engaged, finish_engaged, hook},
-    kernel_figures, repaired_sockets, require_root, settle,
-};
+use crate::{kernel_figures, repaired_sockets, require_root, settle};
 
 /// Makes one of `server`'s held accepted connections look as both copies
 /// of the state program leave a connection whose first live change they
