@@ -21,13 +21,13 @@ pub fn start_limit_secs() -> u64 {
     }
 }
 
-/// The `graceful` binary: `GRACEFUL_BIN`, or target/<profile>/graceful.
+/// The `graceful` binary: `GRACEFUL_BIN`, or target/<profile>/graceful
+/// (see [`crate::built`]).
 pub fn graceful_bin() -> PathBuf {
     if let Some(p) = std::env::var_os("GRACEFUL_BIN") {
         return p.into();
     }
-    let exe = std::env::current_exe().unwrap();
-    let p = exe.parent().unwrap().parent().unwrap().join("graceful");
+    let p = crate::built("graceful");
     assert!(
         p.exists(),
         "{} not built: run `cargo xtask test` (it builds the agent first)",

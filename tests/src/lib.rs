@@ -1,7 +1,10 @@
 //! Support for graceful's integration tests: real cgroups, network
 //! namespaces, peer processes and the real agent, each cleaned up on drop.
-//! The tests themselves are in `tests/kernel/` and `tests/cluster/`.
+//! The tests themselves are in `tests/kernel/` and `tests/cluster/`; the
+//! benchmarks' measurements are [`bench`], run by the `graceful-bench`
+//! binary.
 pub mod agent;
+pub mod bench;
 pub mod cgroup;
 pub mod cluster;
 pub mod gate;
@@ -22,6 +25,18 @@ pub use graceful_test_support::{is_root, memcg, monotonic_ns, unique, which};
 /// machine that may be busy. A 1 s poll or a missed event, which these
 /// tests exist to catch, lands far outside this slack.
 pub const EVENT_SLACK_MS: u64 = 400;
+
+/// `name` as cargo built it into the running executable's target
+/// directory, target/<profile>/: the directory of a binary of this crate,
+/// or the one above a test's (target/<profile>/deps/).
+pub fn built(name: &str) -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("the running executable's path");
+    let dir = exe.parent().expect("an executable in a directory");
+    match dir.file_name() {
+        Some(d) if d == "deps" => dir.parent().unwrap_or(dir).join(name),
+        _ => dir.join(name),
+    }
+}
 
 /// Runs a command, panicking with its output if it fails.
 pub fn sh(cmd: &str, args: &[&str]) -> String {

@@ -14,14 +14,13 @@ use graceful_test_support::process::LineChild;
 
 use crate::{cgroup::Cgroup, netns::NetNs};
 
-/// Where the peer binary is: beside the test binary's target directory.
+/// Where the peer binary is: `GRACEFUL_PEER_BIN`, or
+/// target/<profile>/graceful-peer (see [`crate::built`]).
 pub fn peer_bin() -> PathBuf {
     if let Some(p) = std::env::var_os("GRACEFUL_PEER_BIN") {
         return p.into();
     }
-    let exe = std::env::current_exe().unwrap();
-    // target/<profile>/deps/<test> → target/<profile>/graceful-peer
-    let p = exe.parent().unwrap().parent().unwrap().join("graceful-peer");
+    let p = crate::built("graceful-peer");
     assert!(
         p.exists(),
         "{} not built: run `cargo xtask test`, or `cargo build -p graceful-tests` first",

@@ -61,5 +61,3 @@ spec:
 "#
     )
 }
-
-mod bench;

@@ -53,29 +53,6 @@ fn event(s: &Scene) -> k8s_openapi::api::core::v1::Event {
     ev
 }
 
-/// The terminating report's latency after the last inbound close, by the
-/// kernel's clock, over many pods: measured (`cargo xtask bench
-/// release-latency`), not asserted.
-#[test]
-#[ignore = "a benchmark: cargo xtask bench release-latency"]
-fn bench_terminating_report_latency() {
-    require_root!();
-    let n = crate::bench_release::count("GRACEFUL_BENCH_TERMINATIONS", 50);
-    let mut ms = Vec::with_capacity(n);
-    for _ in 0..n {
-        let mut s = scene(1);
-        s.delete(1);
-        s.app.as_mut().unwrap().cmd("close-in 1 fin");
-        let line = s.report();
-        assert_eq!(field(&line, "outcome"), Some("drained"), "{line}");
-        let last_close = num(&line, "last_inbound_close_ns");
-        ms.push(num(&line, "report_ns").saturating_sub(last_close) as f64 / 1e6);
-    }
-    println!("terminating report after the pod's last inbound close (every terminating pod, gated or not):");
-    let (p50, p99) = crate::bench_release::summary("graceful (kernel close event)", ms);
-    println!("{{\"bench\":\"terminating-report-latency\",\"p50_ms\":{p50:.3},\"p99_ms\":{p99:.3}}}");
-}
-
 #[test]
 fn terminating_pod_is_reported_on_its_last_inbound_close() {
     require_root!();

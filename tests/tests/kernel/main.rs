@@ -4,7 +4,6 @@
 
 mod api;
 mod bad_env;
-mod bench_release;
 mod churn;
 mod counts;
 mod drain_engine;

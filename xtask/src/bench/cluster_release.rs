@@ -3,10 +3,11 @@
 //! SIGTERM, through graceful's gate, a 1 s poller in the hook, and
 //! `preStop: sleep`, side by side in one run.
 //!
-//! The measurement lives with the end-to-end tests (the ignored
-//! `bench_cluster_release` in `tests/tests/cluster/`); this brings the node
-//! up (and down after, if it was not up), runs it, and lets its figures
-//! through.
+//! The measurement lives with the end-to-end tests' support
+//! (`graceful_tests::cluster::release`, its table in
+//! `graceful_tests::bench::cluster_release`), run as the `graceful-bench`
+//! binary; this builds it in release mode, brings the node up (and down
+//! after, if it was not up), and runs it with the flags given.
 
 use crate::util;
 
@@ -31,23 +32,23 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let session = crate::cluster::Session::begin()?;
-    let mut cmd = util::cargo();
-    cmd.args([
-        "test",
+    // Built first: a failed build should not bring the node up for nothing.
+    util::run(util::cargo().args([
+        "build",
+        "--release",
         "-p",
         "graceful-tests",
-        "--features",
-        "cluster",
-        "--test",
-        "cluster",
-    ])
-    .args(["bench_cluster_release", "--", "--ignored", "--nocapture"])
-    .env("GRACEFUL_KUBECONFIG", &session.kubeconfig)
-    .env("GRACEFUL_BENCH_ROUNDS", args.rounds.to_string())
-    .env("GRACEFUL_BENCH_BATCH", args.batch.to_string())
-    .env("GRACEFUL_BENCH_SLEEP_S", args.sleep.to_string())
-    .env("GRACEFUL_BENCH_SPACING_MS", args.spacing_ms.to_string());
+        "--bin",
+        "graceful-bench",
+    ]))?;
+    let session = crate::cluster::Session::begin()?;
+    let mut cmd = std::process::Command::new(util::target_dir().join("release/graceful-bench"));
+    cmd.arg("cluster-release")
+        .args(["--rounds", &args.rounds.to_string()])
+        .args(["--batch", &args.batch.to_string()])
+        .args(["--sleep", &args.sleep.to_string()])
+        .args(["--spacing-ms", &args.spacing_ms.to_string()])
+        .env("GRACEFUL_KUBECONFIG", &session.kubeconfig);
     println!("==> {}", util::display(&cmd));
     let result = util::run(&mut cmd);
     session.end()?;

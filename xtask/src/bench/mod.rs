@@ -5,14 +5,21 @@
 //! - `churn-cost`: the same load's extra CPU split by kernel path, from
 //!   CPU samples, precise where the churn ratio is noisy.
 //! - `release-latency`: the gate's release after the last inbound close,
-//!   against a 1 s sock_diag poller.
+//!   against a 1 s sock_diag poller (and the after-containers, terminating
+//!   and quiet latencies).
 //! - `memory`: agent RSS and kernel map memory with many live connections
 //!   across many cgroups, at start, after a restart, and after a cold start
 //!   that must adopt every connection.
+//! - `cluster-release`: on the test node's kubelet, a deleted pod's last
+//!   inbound close to its app's SIGTERM.
 //!
-//! Both need root, run the real agent (a release build, under its own pin
-//! directory so a node's agent is never touched) and leave nothing behind,
-//! also on error or Ctrl-C.
+//! All need root and run the real agent (a release build, under its own
+//! pin directory so a node's agent is never touched). `churn`,
+//! `churn-cost` and `memory` are measured here, and leave nothing behind,
+//! also on error or Ctrl-C. `release-latency` and `cluster-release` need
+//! the integration tests' peers, cgroups, fake API and test node: their
+//! measurements are `graceful_tests::bench` (tests/src/bench/), run as the
+//! `graceful-bench` binary, which these build in release mode and run.
 
 use std::{
     path::{Path, PathBuf},

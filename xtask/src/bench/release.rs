@@ -5,10 +5,11 @@
 //! pod's last inbound close its report comes, and how long after its quiet
 //! window a `--policy quiet` drain is released.
 //!
-//! The measurements live with the integration tests (the ignored
-//! `bench_*` tests in `tests/tests/kernel/`), which own the peers, cgroups,
-//! agent and fake API they need; this runs them in release mode and lets
-//! their figures through.
+//! The measurements live with the integration tests' support
+//! (`graceful_tests::bench`, tests/src/bench/), which owns the peers,
+//! cgroups, agent and fake API they need, and run as the `graceful-bench`
+//! binary; this builds it in release mode with the agent and the hook, and
+//! runs it with the counts given.
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -46,28 +47,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .status()?;
     anyhow::ensure!(
         status.success(),
-        "building the agent, the hook and the tests failed"
+        "building the agent, the hook and the bench failed"
     );
-    let status = crate::util::cargo()
-        .args([
-            "test",
-            "--release",
-            "-p",
-            "graceful-tests",
-            "--test",
-            "kernel",
-            // Every `bench_*` latency measurement: drains, container
-            // exits, terminating reports, quiet drains.
-            "bench_",
-            "--",
-        ])
-        .args(["--ignored", "--nocapture", "--test-threads=1"])
-        .env("GRACEFUL_BENCH_DRAINS", args.drains.to_string())
-        .env("GRACEFUL_BENCH_POLLS", args.polls.to_string())
-        .env("GRACEFUL_BENCH_EXITS", args.exits.to_string())
-        .env("GRACEFUL_BENCH_TERMINATIONS", args.terminations.to_string())
-        .env("GRACEFUL_BENCH_QUIET", args.quiet.to_string())
-        .env("GRACEFUL_BIN", root.join("target/release/graceful"))
+    let release = crate::util::target_dir().join("release");
+    let status = std::process::Command::new(release.join("graceful-bench"))
+        .arg("release-latency")
+        // Every latency measurement: drains, container exits, terminating
+        // reports, quiet drains.
+        .args(["--drains", &args.drains.to_string()])
+        .args(["--polls", &args.polls.to_string()])
+        .args(["--exits", &args.exits.to_string()])
+        .args(["--terminations", &args.terminations.to_string()])
+        .args(["--quiet", &args.quiet.to_string()])
+        .env("GRACEFUL_BIN", release.join("graceful"))
         .current_dir(&root)
         .status()?;
     anyhow::ensure!(status.success(), "the release-latency bench failed");

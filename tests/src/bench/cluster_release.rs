@@ -1,26 +1,17 @@
-//! `cargo xtask bench cluster-release` runs this (ignored) measurement
-//! and prints its figures; see `graceful_tests::cluster::release`.
+//! On the test node's real kubelet: from a deleted pod's last inbound
+//! close to its app receiving SIGTERM, through graceful's gate, a 1 s
+//! poller in the hook and `preStop: sleep`, side by side in one run. The
+//! measurement is [`crate::cluster::release`]; this runs it and prints
+//! its table.
 
-use graceful_tests::cluster::release::{self, percentile, Config, Hook};
+use crate::cluster::{
+    release::{self, percentile, Config, Hook},
+    Cluster,
+};
 
-fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-#[test]
-#[ignore = "a benchmark: cargo xtask bench cluster-release"]
-fn bench_cluster_release() {
-    let (cluster, _serial) = crate::node();
-    let cfg = Config {
-        rounds: env("GRACEFUL_BENCH_ROUNDS", 5) as usize,
-        batch: env("GRACEFUL_BENCH_BATCH", 10) as usize,
-        sleep: std::time::Duration::from_secs(env("GRACEFUL_BENCH_SLEEP_S", 15)),
-        spacing: std::time::Duration::from_millis(env("GRACEFUL_BENCH_SPACING_MS", 1000)),
-    };
-    let mut all = release::measure(&cluster, &cfg);
+/// Runs `cfg`'s rounds on `cluster` and prints the table.
+pub fn run(cluster: &Cluster, cfg: &Config) {
+    let mut all = release::measure(cluster, cfg);
     let figures = &mut all.sigterm_ms;
     println!(
         "\nfrom a deleted pod's last inbound close to its app's SIGTERM, on the kubelet ({} rounds of {} pods each way, taking turns; one pod's clients close every {} ms):",

@@ -1,0 +1,32 @@
+//! The benchmarks' measurements: figures printed side by side in one run,
+//! not asserted. The `graceful-bench` binary runs them (`cargo xtask bench
+//! release-latency`, `cargo xtask bench cluster-release`); each needs root.
+//!
+//! On this machine, with the real agent's programs (the gate's release
+//! latency, `release-latency`):
+//!
+//! - [`release`]: a drain's release after the pod's last inbound close,
+//!   against a sock_diag poller at 1 s;
+//! - [`after_containers`]: an `--after-containers` drain's release after
+//!   the container's exit, through the exit event against inotify;
+//! - [`terminating`]: a terminating pod's report after its last inbound
+//!   close (the agent watching the fake API);
+//! - [`quiet`]: a `--policy quiet` drain's release after its window.
+//!
+//! On the test node of `cargo xtask cluster`:
+//!
+//! - [`cluster_release`]: a deleted pod's last inbound close to its app's
+//!   SIGTERM, through the gate, a 1 s poller and `preStop: sleep` (the
+//!   measurement itself is `crate::cluster::release`; this prints its table).
+//!
+//! Shared: [`stats`] (the percentiles and the line each figure is printed
+//! as) and [`programs`] (the programs without an agent, for the drains
+//! that run the engine in-process).
+
+pub mod after_containers;
+pub mod cluster_release;
+pub mod programs;
+pub mod quiet;
+pub mod release;
+pub mod stats;
+pub mod terminating;

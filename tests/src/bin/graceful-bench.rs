@@ -1,0 +1,111 @@
+//! `graceful-bench`: the benchmarks that need the integration tests'
+//! peers, cgroups, agent, fake API or test node, each printing its figures
+//! (measured side by side in one run, never asserted). `cargo xtask bench
+//! release-latency` and `cargo xtask bench cluster-release` build and run
+//! it; the measurements are `graceful_tests::bench`. Needs root.
+
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use graceful_tests::{
+    bench,
+    cluster::{release::Config, Cluster},
+};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "graceful-bench",
+    about = "graceful's latency benchmarks on the real kernel and on the test node."
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// The gate's release after the last inbound close against a 1 s sock_diag poller; then the
+    /// release after a container's exit (`--after-containers`), the terminating report after the
+    /// last inbound close, and the release after a quiet window. A count of 0 skips its part.
+    ReleaseLatency(ReleaseArgs),
+    /// On the test node's real kubelet (`GRACEFUL_KUBECONFIG`): from a deleted pod's last inbound
+    /// close to its app's SIGTERM, through graceful's gate, a 1 s poller and `preStop: sleep`.
+    ClusterRelease(ClusterArgs),
+}
+
+#[derive(Debug, Args)]
+struct ReleaseArgs {
+    /// Drains measured through graceful.
+    #[arg(long, default_value_t = 1000)]
+    drains: usize,
+    /// Drains measured through the 1 s poller (each takes up to a second), after graceful's.
+    #[arg(long, default_value_t = 30)]
+    polls: usize,
+    /// `--after-containers` drains each way (exit event, inotify): a container killed, the
+    /// release timed.
+    #[arg(long, default_value_t = 200)]
+    exits: usize,
+    /// Terminating pods (each with its own agent and fake API server).
+    #[arg(long, default_value_t = 50)]
+    terminations: usize,
+    /// `--policy quiet` drains through the gate (each waits out a 250 ms window).
+    #[arg(long, default_value_t = 100)]
+    quiet: usize,
+}
+
+#[derive(Debug, Args)]
+struct ClusterArgs {
+    /// Rounds; in each, every kind in turn deletes a batch of its pods.
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
+    /// Pods of each kind per round.
+    #[arg(long, default_value_t = 10)]
+    batch: usize,
+    /// The `sleep` hook's length, in seconds.
+    #[arg(long, default_value_t = 15)]
+    sleep: u64,
+    /// Milliseconds between one pod's clients closing and the next's.
+    #[arg(long, default_value_t = 1000)]
+    spacing_ms: u64,
+}
+
+fn release_latency(a: &ReleaseArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        a.drains == 0 || a.polls > 0,
+        "--polls 0: the drains' figures are compared with the poller's (--drains 0 skips both)"
+    );
+    if a.drains > 0 {
+        bench::release::run(a.drains, a.polls);
+    }
+    if a.exits > 0 {
+        bench::after_containers::run(a.exits);
+    }
+    if a.terminations > 0 {
+        bench::terminating::run(a.terminations);
+    }
+    if a.quiet > 0 {
+        bench::quiet::run(a.quiet);
+    }
+    Ok(())
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    anyhow::ensure!(
+        graceful_tests::is_root(),
+        "the benches load eBPF programs and create cgroups: run as root"
+    );
+    match cli.cmd {
+        Cmd::ReleaseLatency(a) => release_latency(&a),
+        Cmd::ClusterRelease(a) => {
+            let cfg = Config {
+                rounds: a.rounds,
+                batch: a.batch,
+                sleep: Duration::from_secs(a.sleep),
+                spacing: Duration::from_millis(a.spacing_ms),
+            };
+            bench::cluster_release::run(&Cluster::get(), &cfg);
+            Ok(())
+        }
+    }
+}
