@@ -15,6 +15,7 @@ pub mod peer;
 pub mod pod;
 pub mod rollout;
 pub mod stand_in;
+pub mod unix_http;
 
 pub use graceful_test_support::{is_root, memcg, monotonic_ns, unique, which};
 

@@ -184,7 +184,7 @@ fn a_peer_flooding_the_local_api_gets_its_share_and_the_probes_still_answer() {
     assert_eq!((kept, refused), (32, 168));
     // The unix socket (the CLI's) answers all the same.
     assert_eq!(
-        crate::one_agent::status_on(&agent.api_sock(), "/healthz"),
+        graceful_tests::unix_http::status(&agent.api_sock(), "/healthz"),
         Some(200)
     );
     drop(held);

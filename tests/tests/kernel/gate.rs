@@ -195,14 +195,9 @@ fn a_drain_survives_kill_9_of_the_agent() {
     );
 }
 
-/// Raw HTTP on the gate socket, from a process in `cg`.
+/// Raw HTTP on the gate socket, from the test process (in no pod).
 fn raw(agent: &Agent, request: &[u8]) -> String {
-    let mut s = UnixStream::connect(agent.gate_sock()).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let _ = s.write_all(request);
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    out
+    graceful_tests::unix_http::exchange(&agent.gate_sock(), request).expect("the gate accepts")
 }
 
 #[test]

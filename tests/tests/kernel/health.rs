@@ -3,27 +3,15 @@
 //! removal loses nothing: it pins them again within seconds, binds its
 //! gate again, and says so.
 
-use std::time::Duration;
-
 use graceful_tests::{
     agent::Agent,
     cgroup::Cgroup,
     peer::{addr, Peer},
+    unix_http::{get, status as status_on},
     wait_for,
 };
 
-use crate::{one_agent::status_on, require_root, settle};
-
-fn body_on(sock: &std::path::Path, path: &str) -> String {
-    use std::io::{Read as _, Write as _};
-    let mut s = std::os::unix::net::UnixStream::connect(sock).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: g\r\nConnection: close\r\n\r\n").as_bytes())
-        .unwrap();
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    out
-}
+use crate::{require_root, settle};
 
 #[test]
 fn healthz_fails_while_pins_are_gone_and_the_agent_pins_them_again_losing_nothing() {
@@ -36,7 +24,7 @@ fn healthz_fails_while_pins_are_gone_and_the_agent_pins_them_again_losing_nothin
     agent.start();
     assert_eq!(status_on(&agent.api_sock(), "/healthz"), Some(200));
     std::fs::remove_dir_all(&agent.pin_dir).unwrap();
-    let out = body_on(&agent.api_sock(), "/healthz");
+    let out = get(&agent.api_sock(), "/healthz").unwrap();
     assert!(out.starts_with("HTTP/1.1 503"), "{out}");
     assert!(out.contains("pins are gone"), "{out}");
     assert_eq!(status_on(&agent.api_sock(), "/readyz"), Some(503));
@@ -82,7 +70,9 @@ fn healthz_fails_while_pins_are_gone_and_the_agent_pins_them_again_losing_nothin
     wait_for(15, "/healthz to see the gate taken", || {
         (status_on(&agent.api_sock(), "/healthz") == Some(503)).then_some(())
     });
-    assert!(body_on(&agent.api_sock(), "/healthz").contains("gate is not listening"));
+    assert!(get(&agent.api_sock(), "/healthz")
+        .unwrap()
+        .contains("gate is not listening"));
     drop(other);
     std::fs::remove_file(&gate).unwrap();
     wait_for(15, "the gate to be bound again", || {

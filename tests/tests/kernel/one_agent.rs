@@ -2,27 +2,12 @@
 //! refuses to start, naming the first one's pid, and leaves its sockets
 //! alone; a dead agent's stale sockets are replaced by the next one.
 
-use std::{
-    io::{Read as _, Write as _},
-    os::unix::net::UnixStream,
-    path::Path,
-    time::Duration,
+use graceful_tests::{
+    agent::{graceful, Agent},
+    unix_http::status as status_on,
 };
 
-use graceful_tests::agent::{graceful, Agent};
-
 use crate::require_root;
-
-/// What a plain HTTP GET on the unix socket `sock` answers: its status.
-pub fn status_on(sock: &Path, path: &str) -> Option<u16> {
-    let mut s = UnixStream::connect(sock).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: g\r\nConnection: close\r\n\r\n").as_bytes())
-        .ok()?;
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    out.split_whitespace().nth(1)?.parse().ok()
-}
 
 fn refused_naming(out: &std::process::Output, pid: u32, what: &str) {
     let stderr = String::from_utf8_lossy(&out.stderr);
