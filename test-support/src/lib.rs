@@ -8,6 +8,7 @@
 //! - [`memcg`]: a memory cgroup (v2, or the v1 hierarchy of a hybrid host);
 //! - [`process`]: children waited for within a bound, and children driven
 //!   one line at a time (the tests' peers, the demo's client);
+//! - [`ss`]: the kernel's own count of a cgroup's live connections;
 //! - the programs' clock and the mountinfo parser, from graceful-common.
 //!
 //! Std and libc only: xtask builds the agent, so nothing here depends on it.
@@ -16,6 +17,7 @@ pub mod agent;
 pub mod cgroup;
 pub mod memcg;
 pub mod process;
+pub mod ss;
 
 pub use graceful_common::{clock::monotonic_ns, mountinfo};
 
