@@ -92,9 +92,15 @@ impl LineChild {
     /// Sends `line`, returns the child's answer without its line break; an
     /// error if the child closed its stdout instead.
     pub fn request(&mut self, line: &str) -> io::Result<String> {
-        writeln!(self.stdin, "{line}")?;
-        self.stdin.flush()?;
+        self.send(line)?;
         self.read_line()
+    }
+
+    /// Sends `line` without waiting for the answer (several children can
+    /// then work at once; [`LineChild::read_line`] takes each answer).
+    pub fn send(&mut self, line: &str) -> io::Result<()> {
+        writeln!(self.stdin, "{line}")?;
+        self.stdin.flush()
     }
 
     /// The child's next line (one it sends unasked).

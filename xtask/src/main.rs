@@ -5,6 +5,7 @@
 //! - `demo`:  show graceful counting a simulated pod's connections as it drains.
 //! - `rollout`: a rolling replacement behind a real load balancer, three ways.
 //! - `bench`: benchmarks.
+//! - `soak`:  a long run of connection churn; the agent's counts against the kernel's.
 //! - `vm-test`: the integration tests in qemu, on other kernels.
 //! - `cluster`: a real Kubernetes node on this machine (up, down, status).
 //! - `layout`: check the tree's structure (import circles, file sizes, inline tests).
@@ -21,6 +22,7 @@ mod layout;
 mod mounts;
 mod rollout;
 mod setup;
+mod soak;
 mod test;
 mod util;
 mod vm;
@@ -64,6 +66,10 @@ enum Command {
         #[command(subcommand)]
         cmd: bench::BenchCmd,
     },
+    /// A long run: N connections of churn across K cgroups with every ending and an agent restart
+    /// in the middle; prints every cgroup's counts against `ss` and the workers' tallies, and the
+    /// drift. Exit status 1 if a live count drifted. `cargo xtask soak --help` lists its flags.
+    Soak(soak::Args),
     /// Run the integration tests in qemu on Debian's newest 6.1 and 6.12 kernels and on this kernel.
     VmTest(vm::Args),
     /// A real Kubernetes node on this machine (built from Debian's archive), with graceful's
@@ -77,6 +83,12 @@ enum Command {
     /// The host's door to the cluster's API server (started by `cluster up` itself).
     #[command(name = "__cluster-forward", hide = true)]
     ClusterForward(cluster::forward::Args),
+    /// One cgroup's worker of the soak (started by `soak` itself).
+    #[command(name = "__soak-worker", hide = true)]
+    SoakWorker(soak::worker::Args),
+    /// A peer of the soak that is killed (started by a soak worker).
+    #[command(name = "__soak-peer", hide = true)]
+    SoakPeer(soak::peer::Args),
     /// The demo's client process (started by `demo` itself).
     #[command(name = "__demo-client", hide = true)]
     DemoClient(demo::client::Args),
@@ -90,6 +102,9 @@ fn main() {
         Command::Demo(args) => demo::run(args).map(|_| 0),
         Command::Rollout { args } => rollout::run(&args),
         Command::Bench { cmd } => bench::run(cmd).map(|_| 0),
+        Command::Soak(args) => soak::run(args),
+        Command::SoakWorker(args) => soak::worker::run(args).map(|_| 0),
+        Command::SoakPeer(args) => soak::peer::run(args).map(|_| 0),
         Command::VmTest(args) => vm::run(args),
         Command::Cluster(args) => cluster::run(args),
         Command::ClusterForward(args) => cluster::forward::run(args).map(|_| 0),

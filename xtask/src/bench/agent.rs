@@ -27,6 +27,8 @@ pub struct Agent {
     repairs: Option<Receiver<f64>>,
     /// A cgroup (the bench's memory cgroup) to start the agent in.
     cgroup: Option<PathBuf>,
+    /// Its own local API socket (and no TCP API), when set.
+    api_socket: Option<PathBuf>,
 }
 
 /// What one start-up took.
@@ -50,6 +52,8 @@ pub struct Row {
     pub outbound_live: u64,
     pub listeners: u64,
     pub inbound_total: u64,
+    pub outbound_total: u64,
+    pub inbound_closed_total: u64,
 }
 
 impl Agent {
@@ -62,6 +66,7 @@ impl Agent {
             repair_interval: None,
             repairs: None,
             cgroup: None,
+            api_socket: None,
         };
         if pins.exists() {
             eprintln!(
@@ -77,6 +82,31 @@ impl Agent {
     /// (see `memcg.rs`).
     pub fn in_cgroup(&mut self, cgroup: &Path) {
         self.cgroup = Some(cgroup.to_path_buf());
+    }
+
+    /// Serves the local API on `socket` only (`--api-addr off`), so the
+    /// agent claims neither the node's socket nor a TCP port. Its lock
+    /// file (`<socket>.lock`) is the caller's to remove with the directory.
+    pub fn api_socket(&mut self, socket: &Path) {
+        self.api_socket = Some(socket.to_path_buf());
+    }
+
+    /// `GET path` on the agent's own API socket (see [`Agent::api_socket`]):
+    /// the body's lines.
+    pub fn api_get(&self, path: &str) -> anyhow::Result<Vec<String>> {
+        let sock = self
+            .api_socket
+            .as_ref()
+            .context("the agent has no API socket of the bench's")?;
+        let stream = std::os::unix::net::UnixStream::connect(sock)
+            .with_context(|| format!("connect to {}", sock.display()))?;
+        let mut r = graceful_wait::http::get(stream, path, Some(Duration::from_secs(10)))
+            .with_context(|| format!("GET {path}"))?;
+        let mut lines = Vec::new();
+        while let Some(l) = r.next_line().with_context(|| format!("read GET {path}"))? {
+            lines.push(l);
+        }
+        Ok(lines)
     }
 
     /// Runs the agent's repair pass every `interval` (a duration such as
@@ -111,6 +141,9 @@ impl Agent {
             // The pass logs its duration at debug level.
             cmd.args(["--repair-interval", every])
                 .env("RUST_LOG", "info,graceful::adopt::repair=debug");
+        }
+        if let Some(sock) = &self.api_socket {
+            cmd.env("GRACEFUL_API_SOCKET", sock).args(["--api-addr", "off"]);
         }
         cmd.stdout(Stdio::null()).stderr(Stdio::piped());
         let mut child = self.graceful.spawn_daemon(cmd, self.cgroup.as_deref())?;
@@ -193,6 +226,17 @@ impl Agent {
         Ok(())
     }
 
+    /// SIGKILL, as a crash or the OOM killer would: nothing of the agent's
+    /// own shutdown runs. The programs stay attached.
+    pub fn kill(&mut self) -> anyhow::Result<()> {
+        let Some(mut child) = self.child.take() else {
+            return Ok(());
+        };
+        child.kill().context("SIGKILL the agent")?;
+        child.wait().context("reap the agent")?;
+        Ok(())
+    }
+
     /// `graceful uninstall`: detaches the programs and removes the pins.
     pub fn uninstall(&mut self) -> anyhow::Result<()> {
         self.graceful.uninstall()?;
@@ -217,6 +261,8 @@ impl Agent {
                 outbound_live: r["outbound_live"].as_u64().unwrap_or(0),
                 listeners: r["listeners"].as_u64().unwrap_or(0),
                 inbound_total: r["inbound_total"].as_u64().unwrap_or(0),
+                outbound_total: r["outbound_total"].as_u64().unwrap_or(0),
+                inbound_closed_total: r["inbound_closed_total"].as_u64().unwrap_or(0),
             })
             .collect())
     }

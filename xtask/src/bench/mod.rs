@@ -28,9 +28,9 @@ use std::{
 
 use anyhow::{bail, Context as _};
 
-mod agent;
+pub(crate) mod agent;
 mod bpf;
-mod cgroup;
+pub(crate) mod cgroup;
 mod churn;
 mod cluster_release;
 mod cost;
@@ -38,8 +38,8 @@ mod load;
 mod memory;
 mod release;
 mod stats;
-mod tcp_load;
-mod worker;
+pub(crate) mod tcp_load;
+pub(crate) mod worker;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum BenchCmd {
@@ -135,7 +135,7 @@ extern "C" fn on_signal(_: libc::c_int) {
 
 /// Ctrl-C or SIGTERM make the bench stop at its next check and clean up
 /// through its guards, instead of dying with the agent still attached.
-fn install_interrupt_handler() {
+pub(crate) fn install_interrupt_handler() {
     let handler = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
     // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
     unsafe {

@@ -114,7 +114,7 @@ fn others_between(before: &HashMap<u32, u64>, after: &HashMap<u32, u64>) -> Dura
     Duration::from_secs_f64(ticks as f64 / hz)
 }
 
-fn check(r: libc::c_int) -> io::Result<libc::c_int> {
+pub(crate) fn check(r: libc::c_int) -> io::Result<libc::c_int> {
     if r < 0 {
         Err(io::Error::last_os_error())
     } else {
@@ -122,7 +122,7 @@ fn check(r: libc::c_int) -> io::Result<libc::c_int> {
     }
 }
 
-fn sockaddr(ip: [u8; 4], port: u16) -> libc::sockaddr_in {
+pub(crate) fn sockaddr(ip: [u8; 4], port: u16) -> libc::sockaddr_in {
     libc::sockaddr_in {
         sin_family: libc::AF_INET as libc::sa_family_t,
         sin_port: port.to_be(),
@@ -133,7 +133,12 @@ fn sockaddr(ip: [u8; 4], port: u16) -> libc::sockaddr_in {
     }
 }
 
-fn set_int(fd: libc::c_int, level: libc::c_int, opt: libc::c_int, v: libc::c_int) -> io::Result<()> {
+pub(crate) fn set_int(
+    fd: libc::c_int,
+    level: libc::c_int,
+    opt: libc::c_int,
+    v: libc::c_int,
+) -> io::Result<()> {
     // SAFETY: a valid pointer to an int of the size we pass.
     check(unsafe {
         libc::setsockopt(
@@ -147,12 +152,12 @@ fn set_int(fd: libc::c_int, level: libc::c_int, opt: libc::c_int, v: libc::c_int
     .map(drop)
 }
 
-fn tcp_socket() -> io::Result<libc::c_int> {
+pub(crate) fn tcp_socket() -> io::Result<libc::c_int> {
     // SAFETY: plain syscall.
     check(unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) })
 }
 
-fn bind(fd: libc::c_int, addr: &libc::sockaddr_in) -> io::Result<()> {
+pub(crate) fn bind(fd: libc::c_int, addr: &libc::sockaddr_in) -> io::Result<()> {
     // SAFETY: `addr` is a valid sockaddr_in of the size we pass.
     check(unsafe {
         libc::bind(
@@ -165,27 +170,43 @@ fn bind(fd: libc::c_int, addr: &libc::sockaddr_in) -> io::Result<()> {
 }
 
 /// A listener on 127.0.0.1 and an ephemeral port, closed on drop.
-struct Listener {
-    fd: libc::c_int,
-    addr: libc::sockaddr_in,
+pub(crate) struct Listener {
+    pub(crate) fd: libc::c_int,
+    pub(crate) addr: libc::sockaddr_in,
 }
 
 impl Listener {
     fn new() -> io::Result<Self> {
+        Self::on([127, 0, 0, 1], 4096)
+    }
+
+    /// A listener on `ip` and an ephemeral port, with an accept queue of
+    /// `backlog` (at most `net.core.somaxconn`).
+    pub(crate) fn on(ip: [u8; 4], backlog: libc::c_int) -> io::Result<Self> {
         let fd = tcp_socket()?;
         let mut l = Self {
             fd,
-            addr: sockaddr([127, 0, 0, 1], 0),
+            addr: sockaddr(ip, 0),
         };
         set_int(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
         bind(fd, &l.addr)?;
         // SAFETY: plain syscalls; `len` matches the buffer.
         unsafe {
-            check(libc::listen(fd, 4096))?;
+            check(libc::listen(fd, backlog))?;
             let mut len = size_of::<libc::sockaddr_in>() as libc::socklen_t;
             check(libc::getsockname(fd, (&raw mut l.addr).cast(), &mut len))?;
         }
         Ok(l)
+    }
+}
+
+impl Listener {
+    /// Its address, as bound (the port the kernel chose).
+    pub(crate) fn local(&self) -> std::net::SocketAddrV4 {
+        std::net::SocketAddrV4::new(
+            std::net::Ipv4Addr::from(self.addr.sin_addr.s_addr.to_ne_bytes()),
+            u16::from_be(self.addr.sin_port),
+        )
     }
 }
 

@@ -22,7 +22,8 @@ pub struct Args {
     pub connections: usize,
 }
 
-fn raise_nofile(need: u64) -> anyhow::Result<()> {
+/// Raises RLIMIT_NOFILE (soft, and hard if need be) to at least `need`.
+pub(crate) fn raise_nofile(need: u64) -> anyhow::Result<()> {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
