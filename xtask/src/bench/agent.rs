@@ -27,8 +27,12 @@ pub struct Agent {
     repairs: Option<Receiver<f64>>,
     /// A cgroup (the bench's memory cgroup) to start the agent in.
     cgroup: Option<PathBuf>,
-    /// Its own local API socket (and no TCP API), when set.
+    /// Its own local API socket (and no TCP API): beside the pins' name in
+    /// the temporary directory unless the caller gives one, so a bench
+    /// never claims a node agent's socket or port.
     api_socket: Option<PathBuf>,
+    /// The socket this guard chose, removed (with its lock) on drop.
+    own_socket: Option<PathBuf>,
 }
 
 /// What one start-up took.
@@ -67,7 +71,12 @@ impl Agent {
             repairs: None,
             cgroup: None,
             api_socket: None,
+            own_socket: None,
         };
+        let name = pins.file_name().unwrap_or_default().to_string_lossy();
+        let own = std::env::temp_dir().join(format!("{name}.api.sock"));
+        agent.api_socket = Some(own.clone());
+        agent.own_socket = Some(own);
         if pins.exists() {
             eprintln!(
                 "removing stale pins under {} (an earlier run was interrupted)",
@@ -277,6 +286,12 @@ impl Drop for Agent {
             if let Err(e) = self.uninstall() {
                 eprintln!("cleanup: {e:#}");
             }
+        }
+        if let Some(sock) = &self.own_socket {
+            let mut lock = sock.as_os_str().to_os_string();
+            lock.push(".lock");
+            let _ = std::fs::remove_file(sock);
+            let _ = std::fs::remove_file(lock);
         }
     }
 }
