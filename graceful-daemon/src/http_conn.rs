@@ -2,23 +2,28 @@
 //! API alike. A client that has not sent a whole request head within
 //! [`HEAD_TIMEOUT`] (a slowloris, or a stuck one) gets a `408` and one line
 //! of JSON, then the connection closes: hyper's own header timeout would
-//! close it without a word.
+//! close it without a word. A request hyper cannot parse gets its
+//! automatic `400` (`414`, `431`) with one line of JSON too
+//! ([`JsonErrors`]): hyper's own has an empty body.
 
 use std::{
     convert::Infallible,
     future::Future,
+    io,
     os::fd::{AsRawFd, RawFd},
+    pin::Pin,
     sync::{
         atomic::{AtomicBool, Ordering},
         Arc,
     },
+    task::{ready, Context, Poll},
     time::Duration,
 };
 
 use http::{Request, Response};
 use hyper::{body::Incoming, server::conn::http1, service::service_fn};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tracing::debug;
 
 use crate::reply::Body;
@@ -50,7 +55,7 @@ where
     let conn = http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(HEAD_TIMEOUT + Duration::from_secs(1))
-        .serve_connection(TokioIo::new(io), svc);
+        .serve_connection(TokioIo::new(JsonErrors::new(io)), svc);
     tokio::pin!(conn);
     let timer = tokio::time::sleep(HEAD_TIMEOUT);
     tokio::pin!(timer);
@@ -82,6 +87,111 @@ fn send_now(fd: RawFd, bytes: &[u8]) {
             bytes.len(),
             libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
         );
+    }
+}
+
+/// `io`, with hyper's automatic answers to requests it cannot parse
+/// given a body: one JSON line, as every other error has. Those answers
+/// are the only 4xx heads without a content type (every response of ours
+/// has one), written whole in one write (hyper flattens its writes for an
+/// `io` without vectored writes).
+pub struct JsonErrors<IO> {
+    io: IO,
+    /// Our answer in place of hyper's, and how much of it is written.
+    pending: Vec<u8>,
+    at: usize,
+}
+
+impl<IO> JsonErrors<IO> {
+    pub fn new(io: IO) -> JsonErrors<IO> {
+        JsonErrors {
+            io,
+            pending: Vec::new(),
+            at: 0,
+        }
+    }
+}
+
+impl<IO: AsyncWrite + Unpin> JsonErrors<IO> {
+    fn drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while self.at < self.pending.len() {
+            let n = ready!(Pin::new(&mut self.io).poll_write(cx, &self.pending[self.at..]))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            self.at += n;
+        }
+        self.pending.clear();
+        self.at = 0;
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// Our answer for `buf`, when it is one of hyper's bodiless error heads.
+pub fn json_error_for(buf: &[u8]) -> Option<Vec<u8>> {
+    let end = buf.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let head = std::str::from_utf8(&buf[..end]).ok()?;
+    let mut lines = head.split("\r\n");
+    let status = lines.next()?;
+    let code: u16 = status
+        .strip_prefix("HTTP/1.1 ")
+        .or_else(|| status.strip_prefix("HTTP/1.0 "))?
+        .get(..3)?
+        .parse()
+        .ok()?;
+    if !(400..500).contains(&code) || lines.any(|l| l.to_ascii_lowercase().starts_with("content-type:")) {
+        return None;
+    }
+    let (reason, why) = match code {
+        414 => ("URI Too Long", "request target too long"),
+        431 => ("Request Header Fields Too Large", "request head too large"),
+        _ => (
+            "Bad Request",
+            "malformed HTTP/1.1 request (request line or headers)",
+        ),
+    };
+    let body = format!("{{\"error\":\"{why}: closing\"}}\n");
+    Some(
+        format!(
+            "HTTP/1.1 {code} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+             connection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes(),
+    )
+}
+
+impl<IO: AsyncWrite + Unpin> AsyncWrite for JsonErrors<IO> {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        ready!(this.drain(cx))?;
+        let Some(ours) = json_error_for(buf) else {
+            return Pin::new(&mut this.io).poll_write(cx, buf);
+        };
+        this.pending = ours;
+        // Taken whole; what the socket does not take now goes with the flush.
+        if let Poll::Ready(Err(e)) = this.drain(cx) {
+            return Poll::Ready(Err(e));
+        }
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        ready!(this.drain(cx))?;
+        Pin::new(&mut this.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        ready!(this.drain(cx))?;
+        Pin::new(&mut this.io).poll_shutdown(cx)
+    }
+}
+
+impl<IO: AsyncRead + Unpin> AsyncRead for JsonErrors<IO> {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
     }
 }
 

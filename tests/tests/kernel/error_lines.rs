@@ -1,0 +1,52 @@
+//! Every error, on the gate and the local API, is one JSON line: hyper's
+//! own answers to what it cannot parse too.
+
+use std::{
+    io::{Read, Write},
+    os::unix::net::UnixStream,
+    path::Path,
+    time::Duration,
+};
+
+use graceful_tests::agent::Agent;
+use serde_json::Value;
+
+use crate::require_root;
+
+/// Raw bytes to a unix socket; everything that comes back.
+fn raw(sock: &Path, request: &[u8]) -> String {
+    let mut s = UnixStream::connect(sock).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let _ = s.write_all(request);
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
+/// The one JSON line of an answer's body.
+fn error_of(answer: &str) -> String {
+    let body = answer.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or_default();
+    assert_eq!(body.lines().count(), 1, "not one line: {answer}");
+    let v: Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {answer}"));
+    v["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{answer}"))
+        .to_string()
+}
+
+#[test]
+fn malformed_http_gets_one_json_line() {
+    require_root!();
+    let mut agent = Agent::with_gate();
+    agent.start();
+    for sock in [agent.gate_sock(), agent.api_sock()] {
+        for bad in [
+            &b"this is not http\r\n\r\n"[..],
+            b"GET / HTTP/1.1\r\nHost x\r\n\r\n",
+        ] {
+            let out = raw(&sock, bad);
+            assert!(out.starts_with("HTTP/1.1 400"), "{}: {out}", sock.display());
+            assert!(error_of(&out).contains("malformed"), "{out}");
+        }
+    }
+}
