@@ -163,9 +163,25 @@ pub fn check_containers(names: &[String]) -> Result<(), String> {
 }
 
 /// Error messages quote the request (an unknown variant, say): keep them
-/// one line whatever the pod sent.
+/// one line, and short, whatever the pod sent.
 fn one_line(s: &str) -> String {
-    s.chars().map(|c| if c.is_control() { ' ' } else { c }).collect()
+    let s: String = s.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    clip(&s, 4 * MAX_ECHO)
+}
+
+/// The most characters of a caller's value (a path, an id) an error
+/// message quotes.
+pub const MAX_ECHO: usize = 128;
+
+/// `s` as an error message may quote it: whole when short, else its
+/// first `max` characters, an ellipsis and its length. A caller's value is
+/// echoed so the caller can tell which it was, not to hand it back whole
+/// (a 60 KB id would make every log line and answer 60 KB).
+pub fn clip(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        None => s.to_string(),
+        Some((end, _)) => format!("{}… ({} bytes)", &s[..end], s.len()),
+    }
 }
 
 #[cfg(test)]

@@ -36,3 +36,19 @@ fn requests_parse_with_defaults_and_reject_the_rest() {
         "\"containers-exited\""
     );
 }
+
+#[test]
+fn echoed_values_are_clipped_with_their_length() {
+    assert_eq!(clip("short", MAX_ECHO), "short");
+    let long = "a".repeat(60_000);
+    let c = clip(&long, MAX_ECHO);
+    assert!(c.starts_with(&"a".repeat(MAX_ECHO)), "{c}");
+    assert!(c.ends_with("… (60000 bytes)"), "{c}");
+    assert!(c.len() < 200);
+    // Never split inside a character.
+    assert_eq!(clip(&"é".repeat(200), 3), "ééé… (400 bytes)");
+    // A parse error quoting a huge unknown variant stays short.
+    let body = format!(r#"{{"policy":"{}","started_unix_ms":1}}"#, "x".repeat(60_000));
+    let e = DrainRequest::parse(body.as_bytes()).unwrap_err();
+    assert!(e.len() < 1000 && e.contains("bytes)"), "{}", e.len());
+}

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use graceful_api::{clip, MAX_ECHO};
 use http::{Method, Request, StatusCode};
 use prometheus_client::registry::Registry;
 
@@ -60,7 +61,7 @@ pub async fn handle<B>(api: Arc<Api>, req: Request<B>) -> http::Response<Body> {
             }
             None => error(
                 StatusCode::NOT_FOUND,
-                format!("no such endpoint {path}: {ENDPOINTS}"),
+                format!("no such endpoint {}: {ENDPOINTS}", clip(path, MAX_ECHO)),
             ),
         },
     }

@@ -5,6 +5,7 @@
 use std::{sync::Arc, time::Duration};
 
 use bytes::Bytes;
+use graceful_api::{clip, MAX_ECHO};
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use tokio::net::UnixListener;
@@ -159,7 +160,10 @@ async fn handle(
         ),
         (_, path) => error(
             StatusCode::NOT_FOUND,
-            format!("no such endpoint {path}: the gate has POST /v1/drain and GET /v1/self"),
+            format!(
+                "no such endpoint {}: the gate has POST /v1/drain and GET /v1/self",
+                clip(path, MAX_ECHO)
+            ),
         ),
     }
 }

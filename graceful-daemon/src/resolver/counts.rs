@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use graceful_api::{clip, MAX_ECHO};
 use graceful_common::CgroupCounters;
 use serde::{Deserialize, Serialize};
 
@@ -159,13 +160,16 @@ pub fn sort_pods(pods: &mut [PodView]) {
 /// The pod `want` names: a uid, a unique uid prefix (cgroup spelling with
 /// `_` is fine), or namespace/name. Errors are one line.
 pub fn find<'a>(pods: &'a [PodView], want: &str) -> Result<&'a PodView, String> {
+    // The caller's value, as the messages quote it.
+    let said = |w: &str| clip(w, MAX_ECHO);
     if let Some((ns, name)) = want.split_once('/') {
         return pods
             .iter()
             .find(|p| p.namespace.as_deref() == Some(ns) && p.name.as_deref() == Some(name))
             .ok_or_else(|| {
                 format!(
-                    "no pod {want} on this node (names need the Kubernetes API: give the pod's uid instead)"
+                    "no pod {} on this node (names need the Kubernetes API: give the pod's uid instead)",
+                    said(want)
                 )
             });
     }
@@ -174,13 +178,15 @@ pub fn find<'a>(pods: &'a [PodView], want: &str) -> Result<&'a PodView, String> 
     match matches[..] {
         [one] => Ok(one),
         [] => Err(format!(
-            "no pod with uid {want} on this node ({} pods: see `graceful pods`)",
+            "no pod with uid {} on this node ({} pods: see `graceful pods`)",
+            said(&want),
             pods.len()
         )),
         _ if want.is_empty() => Err("give a pod uid or namespace/name".into()),
         _ => Err(format!(
-            "{} pods have a uid starting with {want}: give more of it",
-            matches.len()
+            "{} pods have a uid starting with {}: give more of it",
+            matches.len(),
+            said(&want)
         )),
     }
 }

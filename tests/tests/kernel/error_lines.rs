@@ -1,5 +1,6 @@
 //! Every error, on the gate and the local API, is one JSON line: hyper's
-//! own answers to what it cannot parse too.
+//! own answers to what it cannot parse too, and a caller's huge value is
+//! quoted clipped, not echoed whole.
 
 use std::{
     io::{Read, Write},
@@ -35,7 +36,7 @@ fn error_of(answer: &str) -> String {
 }
 
 #[test]
-fn malformed_http_gets_one_json_line() {
+fn malformed_http_and_huge_ids_get_one_short_json_line() {
     require_root!();
     let mut agent = Agent::with_gate();
     agent.start();
@@ -48,5 +49,24 @@ fn malformed_http_gets_one_json_line() {
             assert!(out.starts_with("HTTP/1.1 400"), "{}: {out}", sock.display());
             assert!(error_of(&out).contains("malformed"), "{out}");
         }
+    }
+    let huge = "f".repeat(60_000);
+    for path in [
+        format!("/v1/pods/{huge}"),
+        format!("/v1/pods/ns/{huge}"),
+        format!("/{huge}"),
+    ] {
+        let out = raw(
+            &agent.api_sock(),
+            format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+        );
+        assert!(out.starts_with("HTTP/1.1 404"), "{}", &out[..out.len().min(300)]);
+        let e = error_of(&out);
+        assert!(
+            e.len() < 600 && e.contains("bytes)"),
+            "{} bytes: {}",
+            e.len(),
+            &e[..e.len().min(300)]
+        );
     }
 }

@@ -46,3 +46,20 @@ fn a_pod_counts_all_its_cgroups_and_each_container_its_own() {
     assert_eq!(json["containers"][1]["name"], serde_json::Value::Null);
     assert_eq!(json["containers"][1]["cgroup_id"], 3);
 }
+
+#[test]
+fn a_huge_id_is_quoted_clipped_with_its_length() {
+    let uid = "a3ae0dbd-38d5-48fe-808c-a4d5dada806d";
+    let mut ix = PodIndex::default();
+    ix.insert(1, Path::new(&format!("/kubepods/burstable/pod{uid}")));
+    let pods = views(&ix, &BTreeMap::new());
+    let huge = "f".repeat(60_000);
+    for want in [huge.clone(), format!("ns/{huge}")] {
+        let e = find(&pods, &want).unwrap_err();
+        assert!(e.len() < 400, "{} bytes: {}…", e.len(), &e[..200]);
+        assert!(e.contains("bytes)") && e.contains('…'), "{e}");
+    }
+    // A short one whole, as before.
+    let e = find(&pods, "ffff").unwrap_err();
+    assert!(e.contains("uid ffff on"), "{e}");
+}
