@@ -96,8 +96,14 @@ pub fn read_head<R: BufRead>(mut reader: R) -> io::Result<Response<R>> {
 }
 
 impl<R: BufRead> Response<R> {
-    /// The next line of the body; `None` at its end.
+    /// The next line of the body; `None` at its end. A line over 1 MiB,
+    /// longer than any report, is someone else's server: an error.
     pub fn next_line(&mut self) -> io::Result<Option<String>> {
+        self.next_line_within(1 << 20)
+    }
+
+    /// [`next_line`](Self::next_line), for a line of up to `max` bytes.
+    pub fn next_line_within(&mut self, max: usize) -> io::Result<Option<String>> {
         let mut out = Vec::new();
         loop {
             let byte = match &mut self.body {
@@ -147,11 +153,10 @@ impl<R: BufRead> Response<R> {
             };
             match byte {
                 Some(b'\n') => return Ok(Some(String::from_utf8_lossy(&out).into_owned())),
-                // A line longer than any report: someone else's server.
-                Some(_) if out.len() >= 1 << 20 => {
+                Some(_) if out.len() >= max => {
                     return Err(io::Error::new(
                         io::ErrorKind::InvalidData,
-                        "response line over 1 MiB",
+                        format!("response line over {} MiB", max >> 20),
                     ))
                 }
                 Some(b) => out.push(b),
