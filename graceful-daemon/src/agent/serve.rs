@@ -129,7 +129,7 @@ pub async fn serve(
         resolver: watcher.resolver().clone(),
     });
     let api_shares = Shares::new(Limits::api_for_nofile(nofile));
-    start_api(&mut tasks, &settings.api_addr, api_socket, api, api_shares).await;
+    start_api(&mut tasks, &settings.api_addr, api_socket, api, api_shares).await?;
     info!("ready");
     let mut short = None;
     budget::check(&mut short);
@@ -197,25 +197,30 @@ fn keep_pinned(pinned: &Pinned, claim: &mut Claim, pins: &PinDir, recorder: &Rec
     }
 }
 
-/// Binds the local API's listeners. An address or socket that cannot be
-/// bound is one error line and the agent goes on without it: counting and
-/// drains matter more than the API (the readiness probe, which asks the
-/// API, then says so), and the CLI falls back to the pins.
-async fn start_api(tasks: &mut Tasks, addr: &str, socket: &Path, api: Arc<Api>, shares: Arc<Shares>) {
+/// Binds the local API's listeners. An address that cannot be bound
+/// stops the start, naming it: the probes and Prometheus ask that
+/// address, and an agent that ran on without it would fail them with
+/// nothing in its log a platform engineer would look for (the port taken
+/// by another process, an address not on this node); a crash loop with
+/// this one line says it. A socket that cannot be bound is one error line
+/// and the agent goes on: only the CLI asks it, and falls back to the pins.
+async fn start_api(
+    tasks: &mut Tasks,
+    addr: &str,
+    socket: &Path,
+    api: Arc<Api>,
+    shares: Arc<Shares>,
+) -> anyhow::Result<()> {
     if addr != "off" {
-        match tokio::net::TcpListener::bind(addr).await {
-            Ok(listener) => {
-                let bound = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
-                info!(addr = %bound, "local API listening");
-                tasks.spawn(
-                    "api tcp",
-                    api::server::serve(listener, api.clone(), shares.clone()),
-                );
-            }
-            Err(e) => error!(
-                "cannot serve the local API on {addr}: {e}; going on without it (set --api-addr, or `off`)"
-            ),
-        }
+        let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+            anyhow::anyhow!("cannot serve the local API on {addr}: {e} (set --api-addr, or `off`)")
+        })?;
+        let bound = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
+        info!(addr = %bound, "local API listening");
+        tasks.spawn(
+            "api tcp",
+            api::server::serve(listener, api.clone(), shares.clone()),
+        );
     }
     match api::server::bind_unix(socket) {
         Ok(listener) => {
@@ -224,6 +229,7 @@ async fn start_api(tasks: &mut Tasks, addr: &str, socket: &Path, api: Arc<Api>, 
         }
         Err(e) => error!("{e:#}; going on without the API socket (the CLI reads the pins instead)"),
     }
+    Ok(())
 }
 
 /// Counts each terminating pod's report in the metrics.

@@ -40,8 +40,9 @@ pub struct Args {
     pub wait_bin: Option<PathBuf>,
     /// TCP address of the local API (/v1/pods, /metrics, ...): loopback by
     /// default; the DaemonSet serves it on the pod's own address for
-    /// Prometheus and the probes. `off` serves none.
-    #[arg(long, env = "GRACEFUL_API_ADDR", default_value = crate::api::DEFAULT_ADDR)]
+    /// Prometheus and the probes. `off` serves none. An address that does
+    /// not parse, or cannot be bound, stops the start.
+    #[arg(long, env = "GRACEFUL_API_ADDR", default_value = crate::api::DEFAULT_ADDR, value_parser = api_addr)]
     pub api_addr: String,
     /// Pods with their own series in the per-pod metrics; the rest are
     /// summed into one `pod="_other"` series, so a node's cardinality stays bounded.
@@ -68,7 +69,25 @@ impl From<Args> for agent::Settings {
     }
 }
 
+/// `--api-addr`: `off`, or an IP address and port (`127.0.0.1:9464`,
+/// `[::]:9464`, `0.0.0.0:0`). A host name is refused: the agent binds
+/// before any resolver is worth trusting, and the probes name an address.
+pub fn api_addr(s: &str) -> Result<String, String> {
+    if s == "off" {
+        return Ok(s.into());
+    }
+    s.parse::<std::net::SocketAddr>().map(|_| s.into()).map_err(|_| {
+        format!(
+            "{:?} is not an address and port like 127.0.0.1:9464 or [::]:9464 (or `off`)",
+            graceful_api::clip(s, graceful_api::MAX_ECHO)
+        )
+    })
+}
+
 pub fn run(pins: &PinDir, api_socket: &std::path::Path, args: Args) -> anyhow::Result<i32> {
     super::require_root("graceful daemon")?;
     agent::run(pins, api_socket, args.into())
 }
+
+#[cfg(test)]
+mod tests;

@@ -215,32 +215,46 @@ fn doctor_passes_here_and_fails_clearly_without_privileges() {
     );
 }
 
+/// The probes and Prometheus ask the API's address: an agent that cannot
+/// serve it stops, in one line naming it, rather than run on without.
 #[test]
-fn a_busy_api_address_is_one_line_and_the_agent_serves_on() {
+fn a_busy_api_address_stops_the_start_in_one_line() {
     require_root!();
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = taken.local_addr().unwrap().port();
-    let mut agent = Agent::new();
-    agent
-        .daemon_args
-        .extend(["--api-addr".into(), format!("127.0.0.1:{port}")]);
-    agent.start();
-    let log = agent.log_text();
-    let errors: Vec<&str> = log.lines().filter(|l| l.contains("ERROR")).collect();
-    assert_eq!(errors.len(), 1, "{log}");
+    let addr = taken.local_addr().unwrap().to_string();
+    let agent = Agent::new();
+    let out = graceful(&agent.pin_dir, &["daemon", "--api-addr", &addr]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let last = err.lines().last().unwrap_or_default();
     assert!(
-        errors[0].contains(&format!("cannot serve the local API on 127.0.0.1:{port}"))
-            && errors[0].contains("--api-addr"),
-        "{log}"
+        last.starts_with("graceful: cannot serve the local API on") && last.contains(&addr),
+        "{err}"
     );
-    // Counting and the API socket go on.
-    let out = graceful(&agent.pin_dir, &["pods", "-o", "json"]);
-    assert!(
-        out.status.success() && out.stderr.is_empty(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(!err.contains(" ready"), "the agent went on: {err}");
     drop(taken);
+}
+
+#[test]
+fn a_malformed_api_address_is_one_line() {
+    // A pin directory of its own, should the address pass and an agent
+    // start (as it did before the flag was checked): never the node's.
+    let agent = Agent::new();
+    let child = Command::new(graceful_bin())
+        .args(["daemon", "--api-addr", "notanaddr"])
+        .env("GRACEFUL_PIN_DIR", &agent.pin_dir)
+        .env("GRACEFUL_API_SOCKET", agent.api_sock())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = output_within(
+        child,
+        std::time::Duration::from_secs(20),
+        "graceful daemon --api-addr notanaddr",
+    );
+    one_clear_line(&out, "\"notanaddr\" is not an address");
+    assert_eq!(out.status.code(), Some(2));
 }
 
 /// An agent killed between pinning its maps and writing their layout
