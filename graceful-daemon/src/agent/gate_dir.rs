@@ -10,21 +10,19 @@ pub const SOCKET: &str = "gate.sock";
 
 /// Puts `graceful-wait` and the gate socket in `dir`.
 pub fn open(dir: &Path, wait_bin: Option<PathBuf>) -> anyhow::Result<tokio::net::UnixListener> {
-    use std::os::unix::fs::PermissionsExt as _;
     std::fs::create_dir_all(dir)
         .map_err(|e| anyhow::anyhow!("cannot create gate directory {}: {e}", dir.display()))?;
     let src = match wait_bin {
         Some(p) => Some(p),
-        None => std::env::current_exe()?.parent().map(|d| d.join("graceful-wait")),
+        None => std::env::current_exe()
+            .map_err(|e| {
+                anyhow::anyhow!("cannot find this executable to place graceful-wait beside it: {e}")
+            })?
+            .parent()
+            .map(|d| d.join("graceful-wait")),
     };
     match src.filter(|p| p.exists()) {
-        Some(src) => {
-            // Copy then rename: a pod starting its hook never sees half a binary.
-            let tmp = dir.join(".graceful-wait.tmp");
-            std::fs::copy(&src, &tmp)?;
-            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755))?;
-            std::fs::rename(&tmp, dir.join("graceful-wait"))?;
-        }
+        Some(src) => place(&src, dir)?,
         None => {
             warn!(dir = %dir.display(), "graceful-wait not found beside the agent (use --wait-bin): pods cannot run the hook from the gate directory")
         }
@@ -32,3 +30,29 @@ pub fn open(dir: &Path, wait_bin: Option<PathBuf>) -> anyhow::Result<tokio::net:
     let sock = dir.join(SOCKET);
     Ok(crate::gate::listener::bind(&sock)?)
 }
+
+/// Copies `src` into `dir` as `graceful-wait`: to a temporary name, then
+/// renamed, so a pod starting its hook never sees half a binary. A copy
+/// that fails (a full disk) leaves no temporary file behind.
+pub fn place(src: &Path, dir: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let tmp = dir.join(".graceful-wait.tmp");
+    let dest = dir.join("graceful-wait");
+    let result = std::fs::copy(src, &tmp)
+        .map_err(|e| anyhow::anyhow!("cannot copy {} to {}: {e}", src.display(), tmp.display()))
+        .and_then(|_| {
+            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755))
+                .map_err(|e| anyhow::anyhow!("cannot make {} executable: {e}", tmp.display()))
+        })
+        .and_then(|()| {
+            std::fs::rename(&tmp, &dest)
+                .map_err(|e| anyhow::anyhow!("cannot rename {} to {}: {e}", tmp.display(), dest.display()))
+        });
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests;

@@ -87,6 +87,7 @@ pub fn bind_unix(path: &Path) -> anyhow::Result<UnixListener> {
     let _ = std::fs::remove_file(path);
     let l = UnixListener::bind(path)
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e} (set --api-socket)", path.display()))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| anyhow::anyhow!("cannot make {} root's only: {e}", path.display()))?;
     Ok(l)
 }

@@ -10,6 +10,7 @@ mod drain_engine;
 mod error_lines;
 mod exits;
 mod fair_share;
+mod full_disk;
 mod gate;
 mod gate_scopes;
 mod gate_settings;
