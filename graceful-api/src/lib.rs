@@ -89,7 +89,34 @@ pub struct DrainRequest {
     /// after an agent restart sends the same value, so the drain continues
     /// from its original start.
     pub started_unix_ms: u64,
+    /// What a client that reconnects saw of the drain before (the agent
+    /// it asked then has restarted, and its memory with it): the report
+    /// carries these values on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed: Option<Resumed>,
 }
+
+/// One point of a drain's inbound timeline: milliseconds since the drain
+/// started, and the live inbound count from then on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Point {
+    pub ms: u64,
+    pub inbound: u64,
+}
+
+/// The earlier attempts of a drain, as its client saw them in their
+/// progress lines.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Resumed {
+    pub inbound_at_start: u64,
+    pub peak_inbound: u64,
+    /// The timeline so far, in order, at most [`MAX_RESUMED_POINTS`].
+    pub timeline: Vec<Point>,
+}
+
+/// The most timeline points a resumed request carries.
+pub const MAX_RESUMED_POINTS: usize = 512;
 
 /// Defaults when neither an annotation nor a flag sets a value.
 pub const DEFAULT_MIN_MS: u64 = 2000;
@@ -149,6 +176,14 @@ impl DrainRequest {
         }
         if let Some(a) = &r.after_containers {
             check_containers(a)?;
+        }
+        if let Some(p) = &r.resumed {
+            if p.timeline.len() > MAX_RESUMED_POINTS {
+                return Err(format!("resumed: at most {MAX_RESUMED_POINTS} timeline points"));
+            }
+            if p.timeline.windows(2).any(|w| w[1].ms < w[0].ms) {
+                return Err("resumed: the timeline's points must be in order".into());
+            }
         }
         Ok(r)
     }

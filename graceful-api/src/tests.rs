@@ -38,6 +38,29 @@ fn requests_parse_with_defaults_and_reject_the_rest() {
 }
 
 #[test]
+fn a_resumed_request_carries_what_the_client_saw_in_order() {
+    let r = DrainRequest::parse(
+        br#"{"started_unix_ms":1,"resumed":{"inbound_at_start":6,"peak_inbound":6,"timeline":[{"ms":0,"inbound":6},{"ms":40,"inbound":5}]}}"#,
+    )
+    .unwrap();
+    let p = r.resumed.unwrap();
+    assert_eq!((p.inbound_at_start, p.peak_inbound, p.timeline.len()), (6, 6, 2));
+    assert_eq!(p.timeline[1], Point { ms: 40, inbound: 5 });
+    let backwards = br#"{"started_unix_ms":1,"resumed":{"inbound_at_start":1,"peak_inbound":1,"timeline":[{"ms":9,"inbound":1},{"ms":3,"inbound":0}]}}"#;
+    assert!(DrainRequest::parse(backwards).unwrap_err().contains("in order"));
+    let points: Vec<String> = (0..=MAX_RESUMED_POINTS)
+        .map(|i| format!(r#"{{"ms":{i},"inbound":1}}"#))
+        .collect();
+    let long = format!(
+        r#"{{"started_unix_ms":1,"resumed":{{"inbound_at_start":1,"peak_inbound":1,"timeline":[{}]}}}}"#,
+        points.join(",")
+    );
+    assert!(DrainRequest::parse(long.as_bytes())
+        .unwrap_err()
+        .contains("at most"));
+}
+
+#[test]
 fn echoed_values_are_clipped_with_their_length() {
     assert_eq!(clip("short", MAX_ECHO), "short");
     let long = "a".repeat(60_000);

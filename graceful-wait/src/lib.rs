@@ -2,3 +2,4 @@
 //! flag parsing and the small HTTP/1.1 client.
 pub mod args;
 pub mod http;
+pub mod seen;

@@ -12,7 +12,10 @@
 //! less safe than Kubernetes alone. The last line on stdout is one JSON
 //! object: the report.
 
-use graceful_wait::{args, http};
+use graceful_wait::{
+    args, http,
+    seen::{request, Seen},
+};
 
 use std::{
     io::Write,
@@ -68,8 +71,8 @@ struct Deadline {
 fn attempt(
     a: &args::Args,
     deadline: &mut Deadline,
-    started: Instant,
-    started_unix_ms: u64,
+    seen: &mut Seen,
+    (started, started_unix_ms, resumed): (Instant, u64, bool),
     connect_timeout: Duration,
 ) -> Outcome {
     let stream = match http::connect(&a.socket, connect_timeout) {
@@ -78,7 +81,8 @@ fn attempt(
     };
     // Never block past our own deadline, plus a little for the report.
     let left = deadline.max.saturating_sub(started.elapsed()) + Duration::from_secs(1);
-    let mut resp = match http::post(stream, "/v1/drain", &a.request_json(started_unix_ms), left) {
+    let body = request(a, started_unix_ms, resumed.then_some(&*seen));
+    let mut resp = match http::post(stream, "/v1/drain", &body, left) {
         Ok(r) => r,
         Err(e) => return Outcome::Lost(format!("agent did not answer: {e}")),
     };
@@ -121,6 +125,9 @@ fn attempt(
             Ok(Some(line)) if line.contains("\"type\":\"progress\"") => {
                 let inbound = field(&line, "inbound").unwrap_or("?");
                 let ms: u64 = field(&line, "ms").and_then(|m| m.parse().ok()).unwrap_or(0);
+                if let Ok(n) = inbound.parse() {
+                    seen.point(ms, n);
+                }
                 println!(
                     "graceful-wait: {inbound} inbound connection(s) at {:.1}s",
                     ms as f64 / 1000.0
@@ -152,6 +159,7 @@ fn main() {
     };
     let mut connected_once = false;
     let mut backoff = BUSY_FIRST;
+    let mut seen = Seen::default();
     loop {
         // The first connection gets --connect-timeout; after the agent has
         // answered once, keep trying until the deadline (it may be restarting).
@@ -163,7 +171,8 @@ fn main() {
         } else {
             a.connect_timeout
         };
-        match attempt(&a, &mut deadline, started, started_unix_ms, timeout) {
+        let when = (started, started_unix_ms, connected_once);
+        match attempt(&a, &mut deadline, &mut seen, when, timeout) {
             Outcome::Released(report) => {
                 println!("{report}");
                 return;

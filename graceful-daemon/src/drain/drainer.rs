@@ -9,7 +9,7 @@ use std::{
     time::Duration,
 };
 
-use graceful_api::{Accepted, DrainRequest, Scope};
+use graceful_api::{Accepted, DrainRequest, Resumed, Scope};
 use graceful_common::{clock::monotonic_ns, CgroupCounters};
 use tracing::{info, info_span, warn, Instrument as _, Span};
 
@@ -58,6 +58,8 @@ pub struct Prepared {
     container_name: Option<String>,
     target: Target,
     params: Params,
+    /// What the hook saw of this drain before an agent restart.
+    resumed: Option<Resumed>,
     /// The drain's span: every line it logs carries its pod, container
     /// and policy.
     span: Span,
@@ -139,6 +141,7 @@ impl Drainer {
                 exit_dirs,
             },
             params,
+            resumed: r.resumed.clone(),
             span,
         })
     }
@@ -173,6 +176,7 @@ impl Drainer {
             container_name,
             target,
             params,
+            resumed,
             span,
         } = p;
         // The quiet policy needs inbound payload: watch it only now, and
@@ -214,7 +218,15 @@ impl Drainer {
                 std::future::pending::<()>().await;
             }
         });
-        let report = engine::run(&self.kernel, &target.cgroups, params, exited, progress).await?;
+        let report = engine::resume(
+            &self.kernel,
+            &target.cgroups,
+            params,
+            resumed.as_ref(),
+            exited,
+            progress,
+        )
+        .await?;
         let full = DrainReport {
             pod: who.pod,
             container: who.container,

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use graceful_api::Resumed;
 use graceful_common::{clock::monotonic_ns, watch};
 use serde::Serialize;
 use tokio::sync::broadcast::error::RecvError;
@@ -11,11 +12,7 @@ use super::policy::{decide, Decision, Observed, Params, Policy, Reason};
 use crate::bpf::{Kernel, MapError};
 
 /// One point of the inbound timeline: milliseconds since the drain started.
-#[derive(Clone, Copy, Debug, Serialize, serde::Deserialize, PartialEq, Eq)]
-pub struct Point {
-    pub ms: u64,
-    pub inbound: u64,
-}
+pub use graceful_api::Point;
 
 /// How a drain ended. The field names are a contract (the gate's last
 /// line, `graceful drains -o json`).
@@ -64,6 +61,20 @@ pub async fn run(
     cgroups: &[u64],
     params: Params,
     exited: Option<impl std::future::Future<Output = ()>>,
+    progress: impl FnMut(&Point),
+) -> Result<Report, MapError> {
+    resume(kernel, cgroups, params, None, exited, progress).await
+}
+
+/// [`run`], for a drain that an earlier agent ran before (`before`, as its
+/// client saw it): the report starts from what was seen then, and
+/// `progress` is called for the new points only.
+pub async fn resume(
+    kernel: &Kernel,
+    cgroups: &[u64],
+    params: Params,
+    before: Option<&Resumed>,
+    exited: Option<impl std::future::Future<Output = ()>>,
     mut progress: impl FnMut(&Point),
 ) -> Result<Report, MapError> {
     let waits_for_exits = exited.is_some();
@@ -86,12 +97,25 @@ pub async fn run(
     let _watching = kernel.watch(cgroups, flags)?;
 
     let (first, total_at_start) = observe(kernel, cgroups);
-    let mut timeline = vec![Point {
-        ms: 0,
+    // A resumed drain's first look is not its start: its points count
+    // from the original start like the earlier ones.
+    let first_ms = match before {
+        Some(_) => monotonic_ns().saturating_sub(params.start_ns) / 1_000_000,
+        None => 0,
+    };
+    // A client that saw no progress line saw nothing to carry on.
+    let before = before.filter(|b| !b.timeline.is_empty());
+    let mut timeline: Vec<Point> = before.map(|b| b.timeline.clone()).unwrap_or_default();
+    let first_point = Point {
+        ms: first_ms.max(timeline.last().map_or(0, |p| p.ms)),
         inbound: first.inbound_live,
-    }];
-    progress(&timeline[0]);
-    let mut peak = first.inbound_live;
+    };
+    progress(&first_point);
+    timeline.push(first_point);
+    let inbound_at_start = before.map_or(first.inbound_live, |b| b.inbound_at_start);
+    let mut peak = first
+        .inbound_live
+        .max(before.map_or(0, |b| b.peak_inbound.max(b.inbound_at_start)));
     loop {
         let now = monotonic_ns();
         let (o, total) = observe(kernel, cgroups);
@@ -122,7 +146,7 @@ pub async fn run(
                     reason,
                     policy: params.policy,
                     waited_ms: ms,
-                    inbound_at_start: first.inbound_live,
+                    inbound_at_start,
                     peak_inbound: peak,
                     inbound_at_release: o.inbound_live,
                     new_connections: total.saturating_sub(total_at_start),

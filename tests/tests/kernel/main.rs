@@ -7,6 +7,7 @@ mod bad_env;
 mod churn;
 mod counts;
 mod drain_engine;
+mod drain_start;
 mod error_lines;
 mod exits;
 mod fair_share;
