@@ -87,7 +87,8 @@ pub struct DrainRequest {
     pub after_containers: Option<Vec<String>>,
     /// When the client started waiting (Unix ms). A client that reconnects
     /// after an agent restart sends the same value, so the drain continues
-    /// from its original start.
+    /// from its original start (the agent holds it to a sane bound: see
+    /// [`Accepted::warnings`]).
     pub started_unix_ms: u64,
     /// What a client that reconnects saw of the drain before (the agent
     /// it asked then has restarted, and its memory with it): the report

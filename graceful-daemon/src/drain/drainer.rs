@@ -100,15 +100,24 @@ impl Drainer {
         Ok((cgroups, sum))
     }
 
-    /// Resolves `r`'s settings and cgroups for `who`. Warnings about the
-    /// settings are logged and posted as an Event on the pod; they never
-    /// refuse a drain.
-    pub fn prepare(&self, who: Subject, r: &DrainRequest) -> Result<Prepared, Refusal> {
+    /// Resolves `r`'s settings and cgroups for `who`, whose request
+    /// reached the gate at `arrived_ns` (CLOCK_MONOTONIC). Warnings about
+    /// the settings are logged and posted as an Event on the pod; they
+    /// never refuse a drain.
+    pub fn prepare(&self, who: Subject, r: &DrainRequest, arrived_ns: u64) -> Result<Prepared, Refusal> {
         let facts = match &self.pod_api {
             Some(api) => api.facts(&who.pod, who.container.as_deref()),
             None => PodFacts::default(),
         };
-        let acc = settings::resolve(r, &facts, self.budget);
+        let mut acc = settings::resolve(r, &facts, self.budget);
+        let (start_ns, clamped) = bounded_start(
+            r.started_unix_ms,
+            Clocks::now(),
+            arrived_ns,
+            r.resumed.is_some(),
+            acc.max_ms,
+        );
+        acc.warnings.extend(clamped);
         let span =
             info_span!("drain", pod = %who.pod, container = ?who.container, policy = acc.policy.as_str());
         for w in &acc.warnings {
@@ -124,7 +133,7 @@ impl Drainer {
         let exit_dirs = after_dirs(&self.hier, &pod, &who, &acc.after_containers)?;
         let params = Params {
             policy: acc.policy,
-            start_ns: start_ns(r.started_unix_ms),
+            start_ns,
             min: Duration::from_millis(acc.min_ms),
             max: Duration::from_millis(acc.max_ms),
             settle: Duration::from_millis(acc.settle_ms),
@@ -244,14 +253,73 @@ impl Drainer {
     }
 }
 
-/// Converts the client's start (wall clock) to the kernel's clock.
-fn start_ns(started_unix_ms: u64) -> u64 {
-    let now_unix_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0);
-    let now = monotonic_ns();
-    // A start in the future (clock skew) counts as now.
-    let ago_ms = now_unix_ms.saturating_sub(started_unix_ms);
-    now.saturating_sub(ago_ms.saturating_mul(1_000_000))
+/// How much earlier than its request's arrival a new drain may say it
+/// started: the hook takes its start before it connects, and may wait
+/// for the socket (`--connect-timeout`, 2 s by default) while an agent
+/// starts.
+pub const START_ALLOWANCE_MS: u64 = 2000;
+
+/// The two clocks at one instant.
+#[derive(Clone, Copy, Debug)]
+pub struct Clocks {
+    pub unix_ms: u64,
+    pub monotonic_ns: u64,
 }
+
+impl Clocks {
+    fn now() -> Clocks {
+        Clocks {
+            unix_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(0),
+            monotonic_ns: monotonic_ns(),
+        }
+    }
+}
+
+/// The drain's start on the kernel's clock: the client's (wall clock,
+/// converted), but never earlier than its request's arrival less
+/// [`START_ALLOWANCE_MS`], or, for a drain resumed after an agent
+/// restart, less its deadline (a drain older than that would have been
+/// released). The client's clock is its own to set: a start of 0 would
+/// release at once as a 58-minute "deadline" in every report and metric.
+/// A start that had to be moved comes with a warning for the accepted
+/// settings.
+pub fn bounded_start(
+    started_unix_ms: u64,
+    now: Clocks,
+    arrived_ns: u64,
+    resumed: bool,
+    max_ms: u64,
+) -> (u64, Option<String>) {
+    // A start in the future (clock skew) counts as now.
+    let ago_ms = now.unix_ms.saturating_sub(started_unix_ms);
+    let asked = now.monotonic_ns.saturating_sub(ago_ms.saturating_mul(1_000_000));
+    let allowance_ms = if resumed { max_ms } else { START_ALLOWANCE_MS };
+    let earliest = arrived_ns.saturating_sub(allowance_ms.saturating_mul(1_000_000));
+    if asked >= earliest {
+        return (asked, None);
+    }
+    let before_ms = arrived_ns.saturating_sub(asked) / 1_000_000;
+    let what = if resumed {
+        "a resumed drain's deadline"
+    } else {
+        "the allowance for a new drain"
+    };
+    let warning = format!(
+        "started_unix_ms {started_unix_ms} is {} before the request reached the gate, past {what} ({}): \
+         the drain counts from {} before its request instead",
+        secs(before_ms),
+        secs(allowance_ms),
+        secs(allowance_ms),
+    );
+    (earliest, Some(warning))
+}
+
+fn secs(ms: u64) -> String {
+    crate::duration::format(Duration::from_millis(ms))
+}
+
+#[cfg(test)]
+mod tests;

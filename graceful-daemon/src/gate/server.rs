@@ -235,6 +235,8 @@ async fn drain(
     caller: Caller,
     req: Request<hyper::body::Incoming>,
 ) -> Response<Body> {
+    // What bounds the start the request claims (see `bounded_start`).
+    let arrived_ns = graceful_common::clock::monotonic_ns();
     let ticket = match shares.drain(&caller.pod, caller.container.as_deref()) {
         Ok(t) => t,
         Err(busy) => return error(StatusCode::TOO_MANY_REQUESTS, busy.to_string()),
@@ -248,7 +250,7 @@ async fn drain(
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
     let pod = caller.pod.clone();
-    let prepared = match drainer.prepare(subject(caller, true), &r) {
+    let prepared = match drainer.prepare(subject(caller, true), &r, arrived_ns) {
         Ok(p) => p,
         Err(r) => return refused(r),
     };

@@ -1,5 +1,6 @@
-//! A drain's start as the gate takes it: carried across an agent restart
-//! with what the hook saw before it.
+//! A drain's start as the gate takes it: held to the request's arrival
+//! (a hook's clock is its own to set), and carried across an agent
+//! restart with what the hook saw before it.
 
 use std::time::{Duration, Instant};
 
@@ -9,10 +10,84 @@ use graceful_tests::{
     gate::{engaged, finish_engaged, hook, wait_draining},
     peer::{addr, Peer},
     pod::SimPod,
+    EVENT_SLACK_MS,
 };
 use serde_json::Value;
 
 use crate::require_root;
+
+/// `POST /v1/drain` with `body`, raw, from `asker` (a process in the
+/// pod): the stream's JSON lines, as they came.
+fn drain_raw(agent: &Agent, asker: &mut Peer, body: &str) -> Vec<Value> {
+    let req = format!(
+        "POST /v1/drain HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let hex: String = req.bytes().map(|b| format!("{b:02x}")).collect();
+    let words = asker.cmd(&format!("gate {} {hex}", agent.gate_sock().display()));
+    let raw = words.first().cloned().unwrap_or_default();
+    let bytes: Vec<u8> = (0..raw.len() / 2)
+        .map(|i| u8::from_str_radix(&raw[2 * i..2 * i + 2], 16).unwrap())
+        .collect();
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    // The chunks' sizes are lines of their own; the stream's lines are JSON.
+    text.lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+#[test]
+fn a_start_from_the_epoch_is_held_to_the_requests_arrival() {
+    require_root!();
+    let mut agent = Agent::with_gate();
+    agent.start();
+    let pod = SimPod::create(1);
+    // A connection held open: only the deadline releases the drain.
+    let lb = Cgroup::unique("lb");
+    let mut app = Peer::spawn(pod.container(0), None);
+    let port = app.listen("127.0.0.1:0", "hold");
+    let mut client = Peer::spawn(&lb, None);
+    client.connect(&addr("127.0.0.1", port), 1);
+    graceful_tests::wait_for(10, "accepts", || (app.accepted() == 1).then_some(()));
+    let mut asker = Peer::spawn(pod.container(0), None);
+
+    let sent = Instant::now();
+    let lines = drain_raw(&agent, &mut asker, r#"{"started_unix_ms":0,"max_ms":3000}"#);
+    let took = sent.elapsed();
+    let accepted = &lines[0];
+    assert_eq!(accepted["type"], "accepted", "{lines:?}");
+    let warnings = accepted["warnings"].to_string();
+    assert!(
+        warnings.contains("started_unix_ms 0") && warnings.contains("before the request reached the gate"),
+        "the clamp is not shown: {accepted}"
+    );
+    let report = lines.last().unwrap();
+    assert_eq!(report["type"], "report", "{lines:?}");
+    assert_eq!(report["reason"], "deadline", "{report}");
+    // Counted from 2 s before the request (the allowance): 3 s of deadline
+    // is 1 s after it, not 58 minutes ago.
+    let waited = report["waited_ms"].as_u64().unwrap();
+    assert!(
+        (2900..=3000 + EVENT_SLACK_MS).contains(&waited),
+        "waited {waited} ms: {report}"
+    );
+    assert!(
+        took >= Duration::from_millis(800),
+        "released at once ({took:?}): {report}"
+    );
+
+    // The history has the same bounded sample.
+    let out = graceful(&agent.pin_dir, &["drains", "-o", "json"]);
+    let d: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let released = d["released"].as_array().unwrap();
+    assert_eq!(released.len(), 1, "{d}");
+    assert!(
+        released[0]["waited_ms"].as_u64().unwrap() <= 3000 + EVENT_SLACK_MS,
+        "{d}"
+    );
+}
 
 #[test]
 fn a_reconnected_drain_reports_its_true_start_and_timeline() {
