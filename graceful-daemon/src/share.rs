@@ -172,12 +172,7 @@ impl Drop for DrainTicket {
 
 /// A caller's name in a message: never more than a line's worth.
 fn shown(s: &str) -> String {
-    const MAX: usize = 100;
-    if s.len() <= MAX {
-        return s.to_string();
-    }
-    let cut = (0..=MAX).rev().find(|&i| s.is_char_boundary(i)).unwrap_or(0);
-    format!("{}… ({} bytes)", &s[..cut], s.len())
+    graceful_api::clip(s, 100)
 }
 
 #[cfg(test)]
