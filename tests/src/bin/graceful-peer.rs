@@ -23,8 +23,9 @@
 //! - `gate SOCKET HEX` → `ok HEX`: a raw request to a unix socket, and its answer.
 //! - `gate-flood SOCKET N HEX|-` → `ok HELD S429 S503 VANISHED OTHER FAILED`:
 //!   opens N connections to a unix socket, each sending the request (`-`:
-//!   nothing), and keeps those the agent kept (a drain's 200, or no answer
-//!   at all); tallies the answers. `gate-release` → `ok`: closes them.
+//!   nothing), and tallies the answers: HELD counts a drain's 200 (the
+//!   connection kept) and the 408 of a connection the agent held until its
+//!   head timeout. `gate-release` → `ok`: closes the kept ones.
 
 use std::{
     io::{BufRead, Read, Write},
@@ -352,8 +353,10 @@ fn main() {
 }
 
 /// `gate-flood`: see the module's doc. Every connection is opened (and its
-/// request sent) first; the answers are read a second later, without
-/// blocking, so a connection the agent holds costs no wait.
+/// request sent) first; then each one's answer is read, waiting as long
+/// as the agent takes (under qemu, seconds): a drain's 200, kept; a 429
+/// or 503, turned away; or, for a connection that sent nothing, the 408
+/// of the agent's head timeout, which it held until then.
 fn gate_flood(st: &mut State, sock: &str, n: usize, req: &[u8]) -> String {
     let _ = raise_nofile();
     let mut failed = 0;
@@ -369,28 +372,23 @@ fn gate_flood(st: &mut State, sock: &str, n: usize, req: &[u8]) -> String {
             Err(_) => failed += 1,
         }
     }
-    std::thread::sleep(Duration::from_secs(1));
     let (mut held, mut s429, mut s503, mut vanished, mut other) = (0, 0, 0, 0, 0);
     for mut s in open {
-        let _ = s.set_nonblocking(true);
+        let _ = s.set_read_timeout(Some(Duration::from_secs(60)));
         let mut buf = [0u8; 4096];
         let text = match s.read(&mut buf) {
             Ok(n) => String::from_utf8_lossy(&buf[..n]).into_owned(),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => String::new(),
             Err(e) => format!("error {e}"),
         };
         if text.contains("vanished") {
             vanished += 1;
         }
         match text.split_whitespace().nth(1) {
-            None if text.is_empty() => {
-                held += 1;
-                st.gate.push(s);
-            }
             Some("200") => {
                 held += 1;
                 st.gate.push(s);
             }
+            Some("408") => held += 1,
             Some("429") => s429 += 1,
             Some("503") => s503 += 1,
             _ => other += 1,

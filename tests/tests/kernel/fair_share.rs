@@ -68,9 +68,10 @@ fn a_pod_flooding_the_gate_gets_its_share_and_others_drain_as_usual() {
     let sock = agent.gate_sock().display().to_string();
     let (flooder, victim) = (SimPod::create(1), SimPod::create(1));
 
-    // Drains first: each container gets one, so every later request is
-    // answered 429 on a connection kept alive (its share), then idle
-    // connections, past its share, are turned away at once.
+    // Drains first: each container gets one, and every later request is
+    // answered 429; then idle connections: those within its share are
+    // held (until the agent's head timeout answers them 408), the rest
+    // are turned away at once.
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -86,19 +87,21 @@ fn a_pod_flooding_the_gate_gets_its_share_and_others_drain_as_usual() {
     eprintln!("flood: drains {drains:?}, idle {idle:?}");
     for t in [&drains, &idle] {
         assert_eq!(t.vanished, 0, "a live caller was told it had vanished: {t:?}");
-        assert_eq!(t.other, 0, "answers other than 200, 429 or 503: {t:?}");
+        assert_eq!(t.other, 0, "answers other than 200, 408, 429 or 503: {t:?}");
+        assert_eq!(t.held + t.s429 + t.s503, 1500, "{t:?}");
     }
     assert_eq!(drains.held, 1, "one drain per container: {drains:?}");
-    // The 429s of the drain phase closed, their share is free again: the
-    // idle connections fill it, and no more.
-    assert_eq!(
-        drains.held + idle.held,
-        32,
+    // The drain phase's 429s closed, their share is free again once the
+    // agent has seen the closes (how many it has by now is the machine's
+    // speed; the end of the test checks the share comes back): the idle
+    // connections fill it, and never more.
+    assert!(
+        drains.held + idle.held <= 32,
         "the pod's share is 32 connections: {drains:?} {idle:?}"
     );
-    assert_eq!(drains.s429 + idle.s429 + drains.s503 + idle.s503, 3000 - 32);
 
-    // Another pod's drain, meanwhile: released on its last close as usual.
+    // Another pod's drain, while the flood goes on: released on its last
+    // close as usual.
     let mut app = Peer::spawn(victim.container(0), None);
     let port = app.listen("127.0.0.1:0", "hold");
     let clients = Cgroup::unique("clients");
@@ -110,6 +113,12 @@ fn a_pod_flooding_the_gate_gets_its_share_and_others_drain_as_usual() {
         &["--min", "0s", "--settle", "100ms", "--max", "20s"],
     );
     wait_draining(&agent, 2);
+    let during = flood(&mut peer, &sock, 1500, Some(&request));
+    assert_eq!(
+        (during.held, during.vanished, during.other),
+        (0, 0, 0),
+        "{during:?}"
+    );
     client.cmd("close-out 2 fin");
     app.cmd("close-in 2 fin");
     let (report, out) = finish(child);
