@@ -31,9 +31,6 @@ use crate::reply::Body;
 /// How long a client may take to send a request's head.
 pub const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
 
-const TIMED_OUT: &[u8] = b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n\
-content-length: 58\r\nconnection: close\r\n\r\n{\"error\":\"request head not received within 5 s: closing\"}\n";
-
 /// Serves `io` until it closes, calling `handle` for each request.
 pub async fn serve<IO, H, F>(io: IO, what: &'static str, handle: H)
 where
@@ -64,7 +61,7 @@ where
         _ = &mut timer => {
             if !started.load(Ordering::Relaxed) {
                 // `conn` still owns the socket, so the fd is open.
-                send_now(fd, TIMED_OUT);
+                send_now(fd, &timed_out());
                 debug!(what, "closed a connection that sent no request head in time");
                 return;
             }
@@ -203,6 +200,11 @@ mod tests;
 /// turned away before anything is spent on them. What the socket buffer
 /// does not take at once is dropped, never waited for.
 pub fn answer_now(stream: &impl AsRawFd, status: http::StatusCode, message: &str) {
+    send_now(stream.as_raw_fd(), &canned(status, message));
+}
+
+/// A whole response: `status` and `message` as one JSON line.
+fn canned(status: http::StatusCode, message: &str) -> Vec<u8> {
     let body = crate::reply::line_bytes(&crate::reply::ErrorBody {
         error: message.to_string(),
     });
@@ -212,5 +214,16 @@ pub fn answer_now(stream: &impl AsRawFd, status: http::StatusCode, message: &str
         status.canonical_reason().unwrap_or(""),
         body.len()
     );
-    send_now(stream.as_raw_fd(), &[head.as_bytes(), &body].concat());
+    [head.as_bytes(), &body].concat()
+}
+
+/// The answer to a connection that sent no request head in time.
+fn timed_out() -> Vec<u8> {
+    canned(
+        http::StatusCode::REQUEST_TIMEOUT,
+        &format!(
+            "request head not received within {} s: closing",
+            HEAD_TIMEOUT.as_secs()
+        ),
+    )
 }

@@ -141,7 +141,7 @@ impl Node {
     pub fn status(&self) -> Status {
         let readable = self.kernel.stats().is_ok();
         Status {
-            ready: readable && self.health().is_ok(),
+            ready: self.health().is_ok(),
             programs: if readable { "attached" } else { "unreadable" },
             pods: sync::read(&self.index).pod_count(),
             kube_api: self.kube_api(),

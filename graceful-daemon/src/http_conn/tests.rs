@@ -2,7 +2,8 @@ use super::*;
 
 #[test]
 fn the_408_is_one_json_line_of_the_length_it_says() {
-    let text = std::str::from_utf8(TIMED_OUT).unwrap();
+    let bytes = timed_out();
+    let text = std::str::from_utf8(&bytes).unwrap();
     let (head, body) = text.split_once("\r\n\r\n").unwrap();
     let length: usize = head
         .lines()
