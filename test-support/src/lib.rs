@@ -17,6 +17,7 @@ pub mod agent;
 pub mod cgroup;
 pub mod memcg;
 pub mod process;
+pub mod sockets;
 pub mod ss;
 
 pub use graceful_common::{clock::monotonic_ns, mountinfo};

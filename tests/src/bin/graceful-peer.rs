@@ -27,6 +27,7 @@
 //!   connection kept) and the 408 of a connection the agent held until its
 //!   head timeout. `gate-release` → `ok`: closes the kept ones.
 
+use graceful_test_support::sockets::{linger_zero, raise_nofile};
 use std::{
     io::{BufRead, Read, Write},
     net::{Shutdown, SocketAddr, TcpListener, TcpStream},
@@ -45,24 +46,6 @@ struct State {
     accepted: Arc<AtomicU64>,
     per_port: std::collections::HashMap<u16, Arc<AtomicU64>>,
     gate: Vec<std::os::unix::net::UnixStream>,
-}
-
-fn linger_zero(s: &TcpStream) {
-    let l = libc::linger {
-        l_onoff: 1,
-        l_linger: 0,
-    };
-    use std::os::fd::AsRawFd;
-    // SAFETY: valid fd and option buffer.
-    unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            (&l as *const libc::linger).cast(),
-            std::mem::size_of::<libc::linger>() as u32,
-        );
-    }
 }
 
 fn close(s: TcpStream, how: &str) {
@@ -358,7 +341,7 @@ fn main() {
 /// or 503, turned away; or, for a connection that sent nothing, the 408
 /// of the agent's head timeout, which it held until then.
 fn gate_flood(st: &mut State, sock: &str, n: usize, req: &[u8]) -> String {
-    let _ = raise_nofile();
+    let _ = raise_nofile(0);
     let mut failed = 0;
     let mut open = Vec::new();
     for _ in 0..n {
@@ -395,23 +378,4 @@ fn gate_flood(st: &mut State, sock: &str, n: usize, req: &[u8]) -> String {
         }
     }
     format!("ok {held} {s429} {s503} {vanished} {other} {failed}")
-}
-
-/// The soft open-file limit raised to the hard one.
-fn raise_nofile() -> std::io::Result<()> {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: a live rlimit, filled then passed back.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        lim.rlim_cur = lim.rlim_max;
-        if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
 }

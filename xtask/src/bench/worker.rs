@@ -23,26 +23,9 @@ pub struct Args {
 }
 
 /// Raises RLIMIT_NOFILE (soft, and hard if need be) to at least `need`.
+/// Room for `need` descriptors, or an error saying so.
 pub(crate) fn raise_nofile(need: u64) -> anyhow::Result<()> {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: valid pointers to an rlimit.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return Err(std::io::Error::last_os_error().into());
-        }
-        if lim.rlim_cur >= need {
-            return Ok(());
-        }
-        lim.rlim_cur = need.max(lim.rlim_cur);
-        lim.rlim_max = lim.rlim_max.max(need);
-        if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
-            return Err(std::io::Error::last_os_error()).context(format!("raise RLIMIT_NOFILE to {need}"));
-        }
-    }
-    Ok(())
+    graceful_test_support::sockets::raise_nofile(need).context(format!("raise RLIMIT_NOFILE to {need}"))
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {

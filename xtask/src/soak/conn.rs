@@ -5,7 +5,7 @@
 use std::{
     io::{self, Read as _, Write as _},
     net::{SocketAddr, TcpStream},
-    os::fd::{AsRawFd as _, FromRawFd as _},
+    os::fd::FromRawFd as _,
     time::Duration,
 };
 
@@ -57,20 +57,7 @@ pub fn drain(s: &mut TcpStream) {
 
 /// Closes with RST (SO_LINGER 0) instead of FIN.
 pub fn abort(s: TcpStream) {
-    let linger = libc::linger {
-        l_onoff: 1,
-        l_linger: 0,
-    };
-    // SAFETY: a valid linger struct of the size passed, on our descriptor.
-    unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            (&raw const linger).cast(),
-            size_of::<libc::linger>() as libc::socklen_t,
-        );
-    }
+    graceful_test_support::sockets::linger_zero(&s);
     drop(s);
 }
 
