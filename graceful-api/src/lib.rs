@@ -1,8 +1,13 @@
 //! The drain gate's wire contract, shared by the agent and the fuzz
 //! targets: what a pod may ask (`POST /v1/drain`), and the names of the
-//! policies and release reasons that reports carry.
+//! policies and release reasons that reports carry; and the httpGet
+//! gate's query ([`hook_query`]), with the durations it carries
+//! ([`duration`]).
 
 use serde::{Deserialize, Serialize};
+
+pub mod duration;
+pub mod hook_query;
 
 /// Largest request body the gate accepts.
 pub const MAX_BODY: usize = 64 * 1024;
