@@ -23,6 +23,7 @@ pub mod drain;
 pub mod duration;
 pub mod gate;
 pub mod http_conn;
+pub mod httpgate;
 pub mod kernel;
 pub mod kube;
 pub mod logging;

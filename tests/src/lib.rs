@@ -8,6 +8,7 @@ pub mod bench;
 pub mod cgroup;
 pub mod cluster;
 pub mod gate;
+pub mod http_hook;
 pub mod k8s;
 pub mod netns;
 pub mod oracle;

@@ -41,6 +41,32 @@ impl NetNs {
         })
     }
 
+    /// The file that names it (`/run/netns/NAME`, `/proc/PID/ns/net`).
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// Runs `f` on a thread inside the namespace: sockets it makes are the
+    /// namespace's.
+    pub fn run<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
+        let fd = self.fd();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                // SAFETY: `fd` is this handle's open namespace file.
+                assert_eq!(
+                    unsafe { libc::setns(fd, libc::CLONE_NEWNET) },
+                    0,
+                    "setns {}: {}",
+                    self.path,
+                    std::io::Error::last_os_error()
+                );
+                f()
+            })
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p))
+        })
+    }
+
     pub fn fd(&self) -> i32 {
         self.file.as_raw_fd()
     }

@@ -68,6 +68,16 @@ impl NetNs {
         })
     }
 
+    /// A second handle on the same namespace (a new descriptor).
+    pub fn try_clone(&self) -> io::Result<NetNs> {
+        Ok(NetNs {
+            fd: self.fd.try_clone()?,
+            dev: self.dev,
+            inode: self.inode,
+            origin: self.origin.clone(),
+        })
+    }
+
     /// The calling thread's current network namespace.
     pub fn current() -> io::Result<NetNs> {
         NetNs::open("/proc/thread-self/ns/net")

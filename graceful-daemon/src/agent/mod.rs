@@ -49,6 +49,8 @@ pub struct Settings {
     /// `0s`: pins removed under the agent are not put back.
     pub repin_interval: Duration,
     pub gate_dir: Option<PathBuf>,
+    /// Where the node's addresses are read, for the httpGet gate's peers.
+    pub node_netns: PathBuf,
     pub shutdown_budget: Duration,
     pub wait_bin: Option<PathBuf>,
     /// `off`: no TCP listener.

@@ -19,6 +19,7 @@ use crate::{
         terminations::{Outcome, TerminationReport, Terminations},
     },
     gate::{listener::Socket, server},
+    httpgate::{addrs::NodeAddrs, gates::Gates, server::Ctx},
     metrics::Recorder,
     resolver::watch::{WatchConfig, Watcher},
     share::{Limits, Shares},
@@ -93,11 +94,14 @@ pub async fn serve(
     drainer.repairer = Some(repairer.clone());
     let drainer = Arc::new(drainer);
     let nofile = budget::raise_nofile();
+    // One share of descriptors for both gates: a pod's hooks are counted
+    // together whichever way they come.
+    let limits = Limits::for_nofile(nofile);
+    let shares = Shares::new(limits);
     let mut gate = None;
     if let Some(dir) = &settings.gate_dir {
         let listener = gate_dir::open(dir, settings.wait_bin.clone())?;
         info!(gate = %dir.join(gate_dir::SOCKET).display(), "drain gate listening");
-        let limits = Limits::for_nofile(nofile);
         info!(
             connections = limits.total,
             per_pod = limits.per_caller,
@@ -107,8 +111,11 @@ pub async fn serve(
         gate = Some(socket.clone());
         tasks.spawn(
             "gate",
-            server::serve(listener, socket, drainer.clone(), Shares::new(limits)),
+            server::serve(listener, socket, drainer.clone(), shares.clone()),
         );
+    }
+    if let Some(k) = &kube {
+        start_http_gate(&mut tasks, &settings, k, &watcher, &hier, &drainer, &shares);
     }
     let node = Arc::new(Node {
         pins: pins.clone(),
@@ -176,6 +183,45 @@ pub async fn serve(
     // mount its directory (the next agent binds it again).
     let _ = std::fs::remove_file(api_socket);
     Ok(())
+}
+
+/// Starts the httpGet gate's listeners (pods opt in through the API's
+/// annotations, so only with the API). Without the node's namespace the
+/// gate cannot tell the kubelet from anyone: one line, and the agent goes
+/// on with the exec gate alone.
+fn start_http_gate(
+    tasks: &mut Tasks,
+    settings: &Settings,
+    kube: &crate::kube::Kube,
+    watcher: &Watcher,
+    hier: &Hierarchy,
+    drainer: &Arc<Drainer>,
+    shares: &Arc<Shares>,
+) {
+    let node = match NodeAddrs::open(&settings.node_netns) {
+        Ok(n) => Arc::new(n),
+        Err(e) => {
+            error!("{e}: the httpGet gate is off; pods' httpGet hooks fail open");
+            return;
+        }
+    };
+    info!(node_addresses = ?node.current(), "httpGet gate on: pods opt in with graceful.dev/gate: http");
+    let ctx = Arc::new(Ctx {
+        drainer: drainer.clone(),
+        shares: shares.clone(),
+        node,
+    });
+    let gates = Gates::new(
+        kube.store.clone(),
+        watcher.resolver().shared(),
+        hier.clone(),
+        kube.events.clone(),
+        ctx,
+    );
+    tasks.spawn(
+        "http gate",
+        gates.run(kube.store.subscribe(), watcher.resolver().subscribe()),
+    );
 }
 
 /// Pins again what was removed from under the agent (nothing was lost:

@@ -30,6 +30,11 @@ pub struct Args {
     /// run `/graceful/graceful-wait` as their preStop hook.
     #[arg(long, env = "GRACEFUL_GATE_DIR")]
     pub gate_dir: Option<PathBuf>,
+    /// The node's network namespace, whose addresses are the only peers
+    /// the httpGet gate admits (the kubelet speaks from there). The host's,
+    /// through pid 1, by default; the agent sees it with `hostPID`.
+    #[arg(long, env = "GRACEFUL_NODE_NETNS", default_value = crate::httpgate::addrs::DEFAULT_NETNS)]
+    pub node_netns: PathBuf,
     /// The time an app needs after SIGTERM to finish: a drain's default
     /// deadline is the pod's grace period less this.
     #[arg(long, env = "GRACEFUL_SHUTDOWN_BUDGET", default_value = "5s", value_parser = crate::duration::parse)]
@@ -60,6 +65,7 @@ impl From<Args> for agent::Settings {
             repair_interval: a.repair_interval,
             repin_interval: a.repin_interval,
             gate_dir: a.gate_dir,
+            node_netns: a.node_netns,
             shutdown_budget: a.shutdown_budget,
             wait_bin: a.wait_bin,
             api_addr: a.api_addr,

@@ -181,7 +181,7 @@ fn subject(caller: Caller, netns: bool) -> Subject {
     }
 }
 
-fn refused(r: Refusal) -> Response<Body> {
+pub(crate) fn refused(r: Refusal) -> Response<Body> {
     let status = match r {
         Refusal::NotFound(_) => StatusCode::NOT_FOUND,
         Refusal::Invalid(_) => StatusCode::BAD_REQUEST,

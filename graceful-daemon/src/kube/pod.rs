@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::{
-    api::core::v1::{ContainerStatus, Pod},
+    api::core::v1::{ContainerStatus, Pod, PodSpec},
     jiff::Timestamp,
 };
 
@@ -58,6 +58,11 @@ pub struct PodInfo {
     pub termination_grace_period_seconds: Option<i64>,
     pub phase: Option<String>,
     pub node_name: Option<String>,
+    /// `spec.hostNetwork`: the pod shares the node's network namespace.
+    pub host_network: bool,
+    /// Every container's declared ports (`containerPort`, any protocol):
+    /// (container name, port).
+    pub container_ports: Vec<(String, u16)>,
 }
 
 /// Splits `containerd://<id>` into (`containerd`, `<id>`). An id without a
@@ -120,6 +125,8 @@ impl PodInfo {
             termination_grace_period_seconds: spec.and_then(|s| s.termination_grace_period_seconds),
             phase: status.and_then(|s| s.phase.clone()),
             node_name: spec.and_then(|s| s.node_name.clone()),
+            host_network: spec.and_then(|s| s.host_network).unwrap_or(false),
+            container_ports: spec.map(declared_ports).unwrap_or_default(),
         })
     }
 
@@ -171,6 +178,21 @@ impl PodInfo {
     pub fn key(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
     }
+}
+
+/// The ports the pod spec declares, container by container (init and
+/// sidecar containers too: a sidecar's port is as taken as the app's).
+fn declared_ports(spec: &PodSpec) -> Vec<(String, u16)> {
+    let init = spec.init_containers.iter().flatten();
+    let mut out = Vec::new();
+    for c in init.chain(&spec.containers) {
+        for p in c.ports.iter().flatten() {
+            if let Ok(port) = u16::try_from(p.container_port) {
+                out.push((c.name.clone(), port));
+            }
+        }
+    }
+    out
 }
 
 fn container(name: &str, kind: ContainerKind, st: Option<&ContainerStatus>) -> ContainerInfo {

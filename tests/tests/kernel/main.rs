@@ -17,6 +17,7 @@ mod gate_scopes;
 mod gate_settings;
 mod gc;
 mod health;
+mod http_gate;
 mod kube_terminating;
 mod kube_watch;
 mod memory_budget;

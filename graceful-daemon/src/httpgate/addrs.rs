@@ -1,0 +1,141 @@
+//! The node's own addresses: where the kubelet's hook requests come from,
+//! so the only peers the httpGet gate admits. Read from the interfaces of
+//! the node's network namespace (`--node-netns`, by default that of pid 1,
+//! the host's, which the agent sees with `hostPID`), and read again when a
+//! peer is not among them (at most once a second, so a flood of strangers
+//! costs no more than one look per second). Loopback is never the node:
+//! inside a pod's namespace it is the pod itself.
+
+use std::{
+    collections::HashSet,
+    io,
+    net::{IpAddr, Ipv4Addr, Ipv6Addr},
+    path::Path,
+    sync::Mutex,
+    time::{Duration, Instant},
+};
+
+use crate::{
+    adopt::netns::{run_in, NetNs},
+    sync,
+};
+
+/// How often a peer not among the addresses known may make the agent look again.
+pub const REFRESH_AT_MOST: Duration = Duration::from_secs(1);
+
+/// The default node namespace: the host's, through its init process.
+pub const DEFAULT_NETNS: &str = "/proc/1/ns/net";
+
+pub struct NodeAddrs {
+    pub netns: NetNs,
+    known: Mutex<Known>,
+}
+
+struct Known {
+    addrs: HashSet<IpAddr>,
+    read_at: Option<Instant>,
+}
+
+impl NodeAddrs {
+    /// Opens the node's namespace at `path` and reads its addresses.
+    pub fn open(path: &Path) -> io::Result<NodeAddrs> {
+        let netns = NetNs::open(path).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "the node's network namespace {}: {e} (set --node-netns)",
+                    path.display()
+                ),
+            )
+        })?;
+        let addrs = NodeAddrs {
+            netns,
+            known: Mutex::new(Known {
+                addrs: HashSet::new(),
+                read_at: None,
+            }),
+        };
+        let now = addrs.read()?;
+        *sync::lock(&addrs.known) = Known {
+            addrs: now,
+            read_at: Some(Instant::now()),
+        };
+        Ok(addrs)
+    }
+
+    /// Whether `ip` is one of the node's addresses (an IPv4-mapped IPv6
+    /// peer, as a dual-stack listener sees IPv4, is taken as its IPv4).
+    pub fn is_node(&self, ip: IpAddr) -> bool {
+        let ip = canonical(ip);
+        if ip.is_loopback() || ip.is_unspecified() {
+            return false;
+        }
+        let mut known = sync::lock(&self.known);
+        if known.addrs.contains(&ip) {
+            return true;
+        }
+        if known.read_at.is_some_and(|t| t.elapsed() < REFRESH_AT_MOST) {
+            return false;
+        }
+        known.read_at = Some(Instant::now());
+        match self.read() {
+            Ok(now) => known.addrs = now,
+            Err(e) => tracing::warn!(error = %e, "cannot read the node's addresses; keeping the last ones"),
+        }
+        known.addrs.contains(&ip)
+    }
+
+    /// The node's addresses now, for logs and tests.
+    pub fn current(&self) -> Vec<IpAddr> {
+        let mut v: Vec<_> = sync::lock(&self.known).addrs.iter().copied().collect();
+        v.sort();
+        v
+    }
+
+    fn read(&self) -> io::Result<HashSet<IpAddr>> {
+        run_in(&self.netns, interface_addrs)?
+    }
+}
+
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(ip),
+        v4 => v4,
+    }
+}
+
+/// Every address of every interface of the calling thread's namespace.
+fn interface_addrs() -> io::Result<HashSet<IpAddr>> {
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `head` with a list freed below.
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut out = HashSet::new();
+    let mut cur = head;
+    while !cur.is_null() {
+        // SAFETY: a node of the list getifaddrs returned, not yet freed.
+        let ifa = unsafe { &*cur };
+        if !ifa.ifa_addr.is_null() {
+            // SAFETY: ifa_addr points at a sockaddr of the family it names.
+            match i32::from(unsafe { (*ifa.ifa_addr).sa_family }) {
+                libc::AF_INET => {
+                    let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
+                    out.insert(IpAddr::V4(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr))));
+                }
+                libc::AF_INET6 => {
+                    let sin6 = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in6) };
+                    out.insert(IpAddr::V6(Ipv6Addr::from(sin6.sin6_addr.s6_addr)));
+                }
+                _ => {}
+            }
+        }
+        cur = ifa.ifa_next;
+    }
+    // SAFETY: the list from getifaddrs above, freed once.
+    unsafe { libc::freeifaddrs(head) };
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests;

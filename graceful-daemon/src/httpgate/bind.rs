@@ -1,0 +1,48 @@
+//! A listening socket bound inside a pod's network namespace, on every
+//! address of it: IPv6 and IPv4 on one dual-stack socket, or IPv4 alone
+//! where the namespace has no IPv6.
+
+use std::{io, net::TcpListener};
+
+use crate::adopt::netns::{run_in, NetNs};
+
+/// Why a listener could not be bound.
+#[derive(Debug, thiserror::Error)]
+pub enum BindError {
+    /// Something in the pod listens on the port already.
+    #[error("port {0} is taken in the pod's network namespace: set graceful.dev/gate-port to a port nothing in the pod uses")]
+    Taken(u16),
+    #[error("cannot listen on port {port} in the pod's network namespace ({origin}): {source}")]
+    Other {
+        port: u16,
+        origin: String,
+        source: io::Error,
+    },
+}
+
+/// Binds `port` in `ns`. The socket is created on a thread that entered
+/// `ns`, so it belongs to the namespace (and, like every socket of the
+/// agent, to the agent's cgroup, never the pod's). Non-blocking, for tokio.
+pub fn listen_in(ns: &NetNs, port: u16) -> Result<TcpListener, BindError> {
+    let other = |source: io::Error| BindError::Other {
+        port,
+        origin: ns.origin.display().to_string(),
+        source,
+    };
+    let bound = run_in(ns, || {
+        // std sets SO_REUSEADDR: a previous agent's connections in
+        // TIME_WAIT do not keep the port, while another listener still
+        // does (Linux refuses two listeners without SO_REUSEPORT).
+        match TcpListener::bind(("::", port)) {
+            Err(e) if e.kind() != io::ErrorKind::AddrInUse => TcpListener::bind(("0.0.0.0", port)),
+            r => r,
+        }
+    })
+    .map_err(other)?;
+    let listener = bound.map_err(|e| match e.kind() {
+        io::ErrorKind::AddrInUse => BindError::Taken(port),
+        _ => other(e),
+    })?;
+    listener.set_nonblocking(true).map_err(other)?;
+    Ok(listener)
+}

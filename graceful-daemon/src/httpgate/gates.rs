@@ -1,0 +1,259 @@
+//! The listeners, opened and closed with their pods. A pod's listener
+//! opens once the API shows it opted in and its cgroups hold a process
+//! (whose network namespace it enters); it closes when the pod is gone
+//! from the API, has finished, or has no process left, and moves when the
+//! pod's sandbox is made anew (a new namespace). The pod watch and the
+//! cgroup tree wake it for the pod they name; a sweep every second covers
+//! what no event says (a process placed in a cgroup, a namespace
+//! replaced, events lost to a lagging receiver).
+
+use std::{
+    collections::{HashMap, HashSet},
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc, Mutex, RwLock,
+    },
+    time::Duration,
+};
+
+use tokio::{
+    sync::broadcast::{self, error::RecvError},
+    task::JoinHandle,
+};
+use tracing::{info, warn};
+
+use super::{
+    bind::{self, BindError},
+    optin::{self, Want},
+    sandbox,
+    server::{self, Ctx, Gate},
+    ANNOTATION, REFUSED_REASON,
+};
+use crate::{
+    cgroupfs::Hierarchy,
+    kube::{EventPoster, PodEvent, PodInfo, PodRef, PodStore},
+    resolver::index::{Change, PodIndex},
+    sync,
+};
+
+/// How often every opted-in pod is looked at, whatever the events said.
+pub const SWEEP_EVERY: Duration = Duration::from_secs(1);
+
+pub struct Gates {
+    store: Arc<PodStore>,
+    index: Arc<RwLock<PodIndex>>,
+    hier: Hierarchy,
+    events: EventPoster,
+    ctx: Arc<Ctx>,
+    state: Mutex<State>,
+    listening: Arc<AtomicUsize>,
+}
+
+#[derive(Default)]
+struct State {
+    open: HashMap<String, Open>,
+    /// The last refusal reported for a pod: reported again only if it changes.
+    refused: HashMap<String, String>,
+    /// The last bind failure logged for a pod (retried every sweep).
+    failing: HashMap<String, String>,
+}
+
+/// An open listener; its task (and every connection of it) ends on drop.
+struct Open {
+    port: u16,
+    netns: (u64, u64),
+    task: JoinHandle<()>,
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Which pods a pass looks at.
+enum Pass {
+    One(String),
+    All,
+}
+
+impl Gates {
+    pub fn new(
+        store: Arc<PodStore>,
+        index: Arc<RwLock<PodIndex>>,
+        hier: Hierarchy,
+        events: EventPoster,
+        ctx: Arc<Ctx>,
+    ) -> Arc<Gates> {
+        Arc::new(Gates {
+            store,
+            index,
+            hier,
+            events,
+            ctx,
+            state: Mutex::default(),
+            listening: Arc::default(),
+        })
+    }
+
+    /// How many listeners are open now.
+    pub fn listening(&self) -> Arc<AtomicUsize> {
+        self.listening.clone()
+    }
+
+    /// Runs until dropped: every listener closes with it.
+    pub async fn run(
+        self: Arc<Self>,
+        mut pods: broadcast::Receiver<PodEvent>,
+        mut changes: broadcast::Receiver<Change>,
+    ) {
+        let mut sweep = tokio::time::interval(SWEEP_EVERY);
+        loop {
+            let pass = tokio::select! {
+                ev = pods.recv() => match ev {
+                    Ok(PodEvent::Applied(p) | PodEvent::Deleted(p)) => Pass::One(p.uid.clone()),
+                    Err(RecvError::Lagged(_)) => Pass::All,
+                    Err(RecvError::Closed) => return,
+                },
+                ch = changes.recv() => match ch {
+                    Ok(Change::PodAdded { uid } | Change::PodRemoved { uid }
+                        | Change::ContainerAdded { uid, .. } | Change::ContainerRemoved { uid, .. }) => Pass::One(uid),
+                    Err(RecvError::Lagged(_)) => Pass::All,
+                    Err(RecvError::Closed) => return,
+                },
+                _ = sweep.tick() => Pass::All,
+            };
+            // Files, namespaces and a thread per bind: off the async workers.
+            let me = self.clone();
+            if tokio::task::spawn_blocking(move || me.pass(pass)).await.is_err() {
+                warn!("an httpGet gate pass panicked; the next sweep tries again");
+            }
+        }
+    }
+
+    fn pass(&self, pass: Pass) {
+        match pass {
+            Pass::One(uid) => self.reconcile(&uid),
+            Pass::All => {
+                let mut uids: HashSet<String> = self
+                    .store
+                    .all()
+                    .into_iter()
+                    .filter(|p| p.annotations.contains_key(ANNOTATION))
+                    .map(|p| p.uid.clone())
+                    .collect();
+                {
+                    let st = sync::lock(&self.state);
+                    uids.extend(st.open.keys().cloned());
+                    uids.extend(st.refused.keys().cloned());
+                    uids.extend(st.failing.keys().cloned());
+                }
+                for uid in uids {
+                    self.reconcile(&uid);
+                }
+            }
+        }
+    }
+
+    /// Brings pod `uid`'s listener to what its spec and processes say.
+    fn reconcile(&self, uid: &str) {
+        let pod = self.store.get(uid);
+        let want = pod.as_deref().map(optin::want).unwrap_or(Want::Nothing);
+        let port = match (want, &pod) {
+            (Want::Port(p), Some(_)) => p,
+            (Want::Refused(why), Some(pod)) => {
+                self.close(uid, "refused");
+                self.refuse(pod, why);
+                return;
+            }
+            _ => {
+                self.close(uid, "the pod is gone, finished or not opted in");
+                let mut st = sync::lock(&self.state);
+                st.refused.remove(uid);
+                st.failing.remove(uid);
+                return;
+            }
+        };
+        let pod = pod.expect("matched above");
+        let Some(ns) = sandbox::netns_of(&self.index, &self.hier, uid) else {
+            self.close(uid, "the pod has no process left");
+            return;
+        };
+        let node = &self.ctx.node.netns;
+        if (ns.dev, ns.inode) == (node.dev, node.inode) {
+            self.close(uid, "refused");
+            self.refuse(
+                &pod,
+                "the pod runs in the node's network namespace, so the httpGet gate cannot listen for it alone: use the exec hook (graceful-wait) for this pod".into(),
+            );
+            return;
+        }
+        {
+            let st = sync::lock(&self.state);
+            if let Some(o) = st.open.get(uid) {
+                if o.port == port && o.netns == (ns.dev, ns.inode) {
+                    return;
+                }
+            }
+        }
+        self.close(uid, "its port or network namespace changed");
+        let listener = match bind::listen_in(&ns, port) {
+            Ok(l) => l,
+            Err(e @ BindError::Taken(_)) => return self.refuse(&pod, e.to_string()),
+            Err(e) => {
+                let msg = e.to_string();
+                let mut st = sync::lock(&self.state);
+                if st.failing.get(uid) != Some(&msg) {
+                    warn!(pod = %pod.key(), "httpGet gate: {msg}; trying again every {}s", SWEEP_EVERY.as_secs());
+                    self.ctx.drainer.metrics.error("http_gate_bind");
+                    st.failing.insert(uid.to_string(), msg);
+                }
+                return;
+            }
+        };
+        let listener = match tokio::net::TcpListener::from_std(listener) {
+            Ok(l) => l,
+            Err(e) => {
+                warn!(pod = %pod.key(), error = %e, "httpGet gate: cannot register its listener");
+                return;
+            }
+        };
+        let netns = (ns.dev, ns.inode);
+        info!(pod = %pod.key(), uid, port, netns = ns.inode, "httpGet gate listening");
+        let gate = Arc::new(Gate::new(uid.to_string(), pod.key(), port, ns));
+        let task = tokio::spawn(server::serve(listener, gate, self.ctx.clone()));
+        let mut st = sync::lock(&self.state);
+        st.refused.remove(uid);
+        st.failing.remove(uid);
+        st.open.insert(uid.to_string(), Open { port, netns, task });
+        self.listening.store(st.open.len(), Ordering::Relaxed);
+    }
+
+    fn close(&self, uid: &str, why: &str) {
+        let mut st = sync::lock(&self.state);
+        if let Some(o) = st.open.remove(uid) {
+            info!(uid, port = o.port, "httpGet gate closed: {why}");
+        }
+        self.listening.store(st.open.len(), Ordering::Relaxed);
+    }
+
+    /// Logs and posts (once per cause) why `pod` gets no listener.
+    fn refuse(&self, pod: &PodInfo, why: String) {
+        let mut st = sync::lock(&self.state);
+        if st.refused.get(&pod.uid) == Some(&why) {
+            return;
+        }
+        warn!(pod = %pod.key(), "httpGet gate refused: {why}");
+        self.ctx.drainer.metrics.error("http_gate_refused");
+        st.refused.insert(pod.uid.clone(), why.clone());
+        let poster = self.events.clone();
+        let pod = PodRef {
+            namespace: pod.namespace.clone(),
+            name: pod.name.clone(),
+            uid: pod.uid.clone(),
+        };
+        tokio::spawn(async move {
+            let _ = poster.post_event(&pod, REFUSED_REASON, &why, true).await;
+        });
+    }
+}

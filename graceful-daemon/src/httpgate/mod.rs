@@ -1,0 +1,37 @@
+//! The httpGet gate: a drain gate with nothing in the pod. A pod annotated
+//! `graceful.dev/gate: http` gets a listening socket of the agent's inside
+//! its own network namespace, on `graceful.dev/gate-port` (default
+//! [`DEFAULT_PORT`]). Its `preStop: httpGet` hook (no `host`: allowed
+//! under Pod Security's restricted level) is sent by the kubelet to the
+//! pod's own IP, so it lands on that socket: the listener says which pod
+//! asks. `GET /drain?...` is held until the drain releases, then answered
+//! 200 with the report. With no agent nothing listens, the kubelet's
+//! connection is refused, and it sends SIGTERM at once: fail-open.
+//!
+//! - [`optin`]: which pods, on which port, and why one is refused;
+//! - [`sandbox`]: a pod's network namespace, through its processes;
+//! - [`bind`]: a listener bound inside it;
+//! - [`addrs`]: the node's own addresses, the only peers admitted;
+//! - [`gates`]: the listeners, opened and closed with their pods;
+//! - [`server`]: one listener's connections, and `GET /drain`.
+//!
+//! The agent's sockets are created by its own threads, so they belong to
+//! its cgroup: neither the listener nor the kubelet's hook connection is
+//! ever counted as the pod's traffic.
+
+pub mod addrs;
+pub mod bind;
+pub mod gates;
+pub mod optin;
+pub mod sandbox;
+pub mod server;
+
+/// The annotation that opts a pod in: `graceful.dev/gate: http`.
+pub const ANNOTATION: &str = "graceful.dev/gate";
+/// The annotation that moves the gate's port.
+pub const PORT_ANNOTATION: &str = "graceful.dev/gate-port";
+/// The gate's port when the pod names none: outside the ranges common
+/// servers, meshes and exporters default to.
+pub const DEFAULT_PORT: u16 = 9711;
+/// The Warning Event's reason when a pod's opt-in cannot be honoured.
+pub const REFUSED_REASON: &str = "HttpGateRefused";

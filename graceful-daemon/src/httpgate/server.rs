@@ -1,0 +1,251 @@
+//! One pod's httpGet gate: its listener's connections and `GET /drain`.
+//! A peer that is not the node is answered 403 at once and the connection
+//! closes, so strangers hold nothing; the node's connections are admitted
+//! within the pod's share of the gate ([`crate::share`]). A drain's
+//! response is held until it releases, then is the report, as JSON.
+
+use std::{
+    net::SocketAddr,
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc, Mutex,
+    },
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+};
+
+use graceful_api::{clip, hook_query, Scope, MAX_ECHO};
+use http::{Method, Request, Response, StatusCode};
+use tokio::{net::TcpListener, task::JoinSet};
+use tracing::{debug, info, warn};
+
+use super::addrs::NodeAddrs;
+use crate::{
+    adopt::netns::NetNs,
+    drain::{drainer::Drainer, scope::Subject},
+    gate::server::refused,
+    http_conn,
+    reply::{error, json, Body},
+    share::{Busy, Shares},
+    sync,
+};
+
+/// What every pod's gate shares.
+pub struct Ctx {
+    pub drainer: Arc<Drainer>,
+    pub shares: Arc<Shares>,
+    pub node: Arc<NodeAddrs>,
+}
+
+/// One pod's listener: whose it is, and the namespace it listens in.
+pub struct Gate {
+    pub uid: String,
+    /// `namespace/name`, for logs.
+    pub pod: String,
+    pub port: u16,
+    pub netns: NetNs,
+    strangers: Mutex<Strangers>,
+    strangers_reading: AtomicUsize,
+}
+
+/// Peers refused since the last one logged: a flood is one line a second.
+#[derive(Default)]
+struct Strangers {
+    logged_at: Option<Instant>,
+    unlogged: u64,
+}
+
+impl Gate {
+    pub fn new(uid: String, pod: String, port: u16, netns: NetNs) -> Gate {
+        Gate {
+            uid,
+            pod,
+            port,
+            netns,
+            strangers: Mutex::default(),
+            strangers_reading: AtomicUsize::new(0),
+        }
+    }
+
+    fn stranger(&self, peer: SocketAddr) {
+        let mut s = sync::lock(&self.strangers);
+        if s.logged_at.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
+            s.unlogged += 1;
+            return;
+        }
+        let more = std::mem::take(&mut s.unlogged);
+        s.logged_at = Some(Instant::now());
+        warn!(pod = %self.pod, port = self.port, peer = %peer, more_since_last = more, "httpGet gate: refused a peer that is not the node (403)");
+    }
+}
+
+/// Strangers whose request is read before their 403, at once per gate.
+const STRANGERS_READ: usize = 4;
+
+/// A stranger's place among those [`STRANGERS_READ`].
+struct Stranger(Arc<Gate>);
+
+impl Stranger {
+    fn admit(gate: &Arc<Gate>) -> Option<Stranger> {
+        let n = &gate.strangers_reading;
+        n.fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| {
+            (v < STRANGERS_READ).then_some(v + 1)
+        })
+        .ok()
+        .map(|_| Stranger(gate.clone()))
+    }
+}
+
+impl Drop for Stranger {
+    fn drop(&mut self) {
+        self.0.strangers_reading.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Serves `gate` on `listener` until the task is dropped; its connections
+/// go with it, so nothing of the agent's stays in the pod's namespace
+/// once the gate is closed.
+pub async fn serve(listener: TcpListener, gate: Arc<Gate>, ctx: Arc<Ctx>) {
+    let mut conns = JoinSet::new();
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    warn!(pod = %gate.pod, error = %e, "httpGet gate accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            Some(_) = conns.join_next(), if !conns.is_empty() => continue,
+        };
+        if !ctx.node.is_node(peer.ip()) {
+            gate.stranger(peer);
+            ctx.drainer.metrics.error("http_gate_peer");
+            let msg = format!(
+                "{} is not this node: the httpGet gate answers the kubelet's hooks only",
+                peer.ip()
+            );
+            // Its request read, so the 403 is not lost to the reset that
+            // closing over unread bytes sends; a few at a time, so a flood
+            // of strangers is answered at once and holds nothing.
+            match Stranger::admit(&gate) {
+                Some(slot) => {
+                    conns.spawn(async move {
+                        http_conn::serve(stream, "http gate", move |_| {
+                            let msg = msg.clone();
+                            async move { error(StatusCode::FORBIDDEN, msg) }
+                        })
+                        .await;
+                        drop(slot);
+                    });
+                }
+                None => http_conn::answer_now(&stream, StatusCode::FORBIDDEN, &msg),
+            }
+            continue;
+        }
+        let ticket = match ctx.shares.connect(&gate.uid) {
+            Ok(t) => t,
+            Err(busy) => {
+                let status = match busy {
+                    Busy::Full(_) => StatusCode::SERVICE_UNAVAILABLE,
+                    _ => StatusCode::TOO_MANY_REQUESTS,
+                };
+                debug!(pod = %gate.pod, error = %busy, "httpGet gate: refused a connection past its share");
+                ctx.drainer.metrics.error("http_gate_busy");
+                http_conn::answer_now(&stream, status, &busy.to_string());
+                continue;
+            }
+        };
+        let (gate, ctx) = (gate.clone(), ctx.clone());
+        conns.spawn(async move {
+            http_conn::serve(stream, "http gate", move |req| {
+                handle(gate.clone(), ctx.clone(), req)
+            })
+            .await;
+            drop(ticket);
+        });
+    }
+}
+
+const USAGE: &str = "GET /drain?policy=drained&max=25s (a preStop httpGet hook)";
+
+async fn handle(gate: Arc<Gate>, ctx: Arc<Ctx>, req: Request<hyper::body::Incoming>) -> Response<Body> {
+    // What bounds the drain's start (see the drainer's `bounded_start`).
+    let arrived_ns = graceful_common::clock::monotonic_ns();
+    let started_unix_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    if req.uri().path() != hook_query::PATH {
+        return error(
+            StatusCode::NOT_FOUND,
+            format!(
+                "no such endpoint {}: the httpGet gate has {USAGE}",
+                clip(req.uri().path(), MAX_ECHO)
+            ),
+        );
+    }
+    if req.method() != Method::GET {
+        return error(StatusCode::METHOD_NOT_ALLOWED, format!("use {USAGE}"));
+    }
+    let q = match hook_query::parse(req.uri().query().unwrap_or(""), started_unix_ms) {
+        Ok(q) => q,
+        Err(e) => return bad(&gate, e),
+    };
+    if q.request.scope == Some(Scope::Container) && q.container.is_none() {
+        return bad(
+            &gate,
+            "scope=container needs container=<name>: the kubelet does not say whose hook it runs".into(),
+        );
+    }
+    let container = match &q.container {
+        None => None,
+        Some(name) => match container_id(&ctx.drainer, &gate.uid, name) {
+            Some(id) => Some(id),
+            None => {
+                return bad(
+                    &gate,
+                    format!("container={name}: no such container in pod {}", gate.pod),
+                )
+            }
+        },
+    };
+    let ticket = match ctx.shares.drain(&gate.uid, q.container.as_deref()) {
+        Ok(t) => t,
+        Err(busy) => return error(StatusCode::TOO_MANY_REQUESTS, busy.to_string()),
+    };
+    let who = Subject {
+        pod: gate.uid.clone(),
+        container,
+        netns: gate.netns.try_clone().ok(),
+    };
+    let prepared = match ctx.drainer.prepare(who, &q.request, arrived_ns) {
+        Ok(p) => p,
+        Err(r) => return refused(r),
+    };
+    // Dropped with the connection (the kubelet gave up): the drain is
+    // abandoned, as a hook that goes away abandons it on the socket.
+    let result = ctx.drainer.clone().run(prepared, |_| {}).await;
+    drop(ticket);
+    match result {
+        Ok(released) => {
+            let resp = json(StatusCode::OK, &released.report);
+            released.publish();
+            resp
+        }
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+/// A 400, logged: the kubelet shows the body in its FailedPreStopHook
+/// Event, and the agent's log says which pod sent it.
+fn bad(gate: &Gate, why: String) -> Response<Body> {
+    info!(pod = %gate.pod, "httpGet gate: bad request: {why}");
+    error(StatusCode::BAD_REQUEST, why)
+}
+
+/// The current id of the container named `name` in pod `uid`, from the API.
+fn container_id(drainer: &Drainer, uid: &str, name: &str) -> Option<String> {
+    let pod = drainer.pod_api.as_ref()?.store.get(uid)?;
+    pod.containers.iter().find(|c| c.name == name)?.id.clone()
+}

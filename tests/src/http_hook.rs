@@ -1,0 +1,124 @@
+//! The httpGet gate as the kubelet meets it: a pod object annotated
+//! `graceful.dev/gate: http` for the fake API, the hook's `GET /drain`
+//! sent from the node's namespace to the pod's address, and the agent's
+//! listener looked for with `ss` inside the pod's namespace. The kernel
+//! tests of the httpGet gate and the release-latency bench both use it.
+
+use std::{
+    io::{Read, Write},
+    net::{SocketAddr, TcpStream},
+    time::Duration,
+};
+
+use serde_json::Value;
+
+use crate::{
+    k8s::{fill, fixture},
+    netns::NetNs,
+    pod::SimPod,
+};
+
+/// The agent's default port for the gate (graceful-daemon's httpgate).
+pub const PORT: u16 = 9711;
+
+/// The recorded running pod (container "app", port 8080), as `pod`, with
+/// these annotations.
+pub fn pod_object(pod: &SimPod, annotations: Value) -> Value {
+    let list: Value = serde_json::from_str(&fill(&fixture("terminating/pods-list.json"), pod, None)).unwrap();
+    let mut item = list["items"][0].clone();
+    item["metadata"]["annotations"] = annotations;
+    item
+}
+
+/// A PodList of `items`, for [`crate::k8s::fake_api::Reply::list`].
+pub fn list(items: &[Value]) -> String {
+    serde_json::json!({
+        "kind": "PodList", "apiVersion": "v1",
+        "metadata": {"resourceVersion": "60000"},
+        "items": items,
+    })
+    .to_string()
+}
+
+/// A watch line: `ADDED`, `MODIFIED` or `DELETED` of `pod`.
+pub fn watch_line(kind: &str, pod: &Value) -> String {
+    serde_json::json!({"type": kind, "object": pod}).to_string()
+}
+
+/// An HTTP response as read back: status and body.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: u16,
+    pub body: String,
+}
+
+impl Answer {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {self:?}"))
+    }
+}
+
+/// Sends `raw` (a whole request) to `to` from inside `from` and reads the
+/// answer to its end (the gate closes after it, or `connection: close`).
+pub fn send(from: &NetNs, to: SocketAddr, raw: &[u8], limit: Duration) -> std::io::Result<Answer> {
+    from.run(|| {
+        let mut s = TcpStream::connect_timeout(&to, Duration::from_secs(5))?;
+        s.set_read_timeout(Some(limit))?;
+        s.write_all(raw)?;
+        let mut out = Vec::new();
+        s.read_to_end(&mut out)?;
+        Ok(parse(&out))
+    })
+}
+
+/// The kubelet's hook: `GET path` with `connection: close`.
+pub fn get(from: &NetNs, to: SocketAddr, path: &str, limit: Duration) -> std::io::Result<Answer> {
+    let raw = format!(
+        "GET {path} HTTP/1.1\r\nhost: {to}\r\nuser-agent: kube-lifecycle/1.20\r\nconnection: close\r\n\r\n"
+    );
+    send(from, to, raw.as_bytes(), limit)
+}
+
+fn parse(raw: &[u8]) -> Answer {
+    let text = String::from_utf8_lossy(raw);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP response: {text:?}"));
+    let chunked = head.to_ascii_lowercase().contains("transfer-encoding: chunked");
+    Answer {
+        status,
+        body: if chunked { dechunk(body) } else { body.to_string() },
+    }
+}
+
+fn dechunk(mut s: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = s.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        s = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+/// Whether something listens on TCP `port` in `ns`, as `ss` sees it.
+pub fn listening(ns: &NetNs, port: u16) -> bool {
+    !ns.exec("ss", &["-Htln", &format!("sport = :{port}")])
+        .trim()
+        .is_empty()
+}
+
+/// Waits until the agent's listener is up in `ns`; how long it took.
+pub fn wait_listening(ns: &NetNs, port: u16, secs: u64) -> Duration {
+    let t = std::time::Instant::now();
+    crate::wait_for(secs, "the httpGet gate's listener in the pod's namespace", || {
+        listening(ns, port).then_some(())
+    });
+    t.elapsed()
+}

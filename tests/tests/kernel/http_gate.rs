@@ -1,0 +1,420 @@
+//! The httpGet gate on the real kernel: the agent (told of the pods by a
+//! fake API) listens inside each opted-in pod's network namespace; the
+//! hook's `GET /drain`, sent from the node's namespace as the kubelet
+//! sends it, is held until the pod's clients have gone. Refusals are
+//! Warning Events; strangers get 403, garbage 400; listeners come and go
+//! with their pods and hold no namespace after them.
+
+use std::{
+    net::SocketAddr,
+    os::unix::fs::MetadataExt,
+    time::{Duration, Instant},
+};
+
+use graceful_tests::{
+    agent::Agent,
+    cgroup::Cgroup,
+    gate::wait_draining,
+    http_hook::{get, list, listening, pod_object, send, wait_listening, watch_line, PORT},
+    k8s::{
+        fake_api::{FakeApi, Reply},
+        with_api,
+    },
+    monotonic_ns,
+    netns::{NetNs, VethPair},
+    peer::{addr, Peer},
+    pod::SimPod,
+    EVENT_SLACK_MS,
+};
+use serde_json::{json, Value};
+
+use crate::{require_root, settle};
+
+/// A pod opted in, its app serving in its own namespace (`net.b`), the
+/// node on the other side of a veth (`net.a`), and an agent that knows the
+/// pod from the fake API and takes `net.a` as the node's namespace.
+struct Scene {
+    _rt: tokio::runtime::Runtime,
+    api: FakeApi,
+    agent: Agent,
+    pod: SimPod,
+    net: VethPair,
+    app: Peer,
+    app_port: u16,
+}
+
+impl Scene {
+    fn new(annotations: Value) -> Scene {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let pod = SimPod::create(1);
+        let net = VethPair::create();
+        let mut app = Peer::spawn(pod.container(0), Some(&net.b));
+        // Its connections close when their clients' do.
+        let app_port = app.listen("0.0.0.0:0", "echo-close");
+        let api = rt.block_on(FakeApi::start());
+        api.push_list(Reply::list(list(&[pod_object(&pod, annotations)])));
+        let mut agent = Agent::new();
+        with_api(&mut agent, &api);
+        agent
+            .daemon_args
+            .extend(["--node-netns".into(), net.a.path().to_string()]);
+        agent.start();
+        Scene {
+            _rt: rt,
+            api,
+            agent,
+            pod,
+            net,
+            app,
+            app_port,
+        }
+    }
+
+    fn gate(&self) -> SocketAddr {
+        format!("{}:{PORT}", self.net.b_v4).parse().unwrap()
+    }
+
+    /// `n` clients from the node's side, held, once the app has them all.
+    fn clients(&mut self, n: usize) -> (Cgroup, Peer) {
+        let lb = Cgroup::unique("lb");
+        let mut c = Peer::spawn(&lb, Some(&self.net.a));
+        c.connect(&addr(&self.net.b_v4, self.app_port), n);
+        graceful_tests::wait_for(10, "accepts", || (self.app.accepted() == n as u64).then_some(()));
+        (lb, c)
+    }
+}
+
+const HOOK: &str = "/drain?policy=drained&settle=100ms&min=0s&max=20s";
+
+#[test]
+fn the_hook_is_held_until_the_last_client_closes_then_answered_with_the_report() {
+    require_root!();
+    let mut s = Scene::new(json!({"graceful.dev/gate": "http"}));
+    wait_listening(&s.net.b, PORT, 10);
+    let (_lb, mut clients) = s.clients(3);
+    let gate = s.gate();
+    let (answer, closed_ns, held) = std::thread::scope(|t| {
+        let node = &s.net.a;
+        let hook = t.spawn(move || get(node, gate, HOOK, Duration::from_secs(30)));
+        wait_draining(&s.agent, 1);
+        std::thread::sleep(Duration::from_millis(500));
+        let held = !hook.is_finished();
+        // Neither the agent's listener nor the hook's connection is the
+        // pod's traffic: its counts are its app's, as ss sees them.
+        let views = settle(&s.agent, &[s.pod.container(0)], &[Some(&s.net.b)]);
+        assert_eq!((views[0].inbound_live, views[0].listeners), (3, 1));
+        let hook_conns = s.net.b.exec(
+            "ss",
+            &["-Htn", "state", "established", &format!("sport = :{PORT}")],
+        );
+        assert_eq!(
+            hook_conns.lines().count(),
+            1,
+            "the hook's connection: {hook_conns}"
+        );
+        clients.cmd("close-out 3 fin");
+        let closed_ns = monotonic_ns();
+        (hook.join().unwrap(), closed_ns, held)
+    });
+    let answered_ns = monotonic_ns();
+    assert!(held, "the hook was answered while 3 clients were connected");
+    let answer = answer.expect("the hook's answer");
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let report = answer.json();
+    assert_eq!(report["reason"], "drained", "{report}");
+    assert_eq!(report["pod"], s.pod.uid.as_str());
+    assert_eq!(report["inbound_at_start"], 3, "{report}");
+    let after = report["after_last_close_ms"].as_u64().unwrap();
+    assert!(
+        (100..=100 + EVENT_SLACK_MS).contains(&after),
+        "released {after} ms after the last close (settle 100 ms): {report}"
+    );
+    let answered_ms = (answered_ns - closed_ns) / 1_000_000;
+    assert!(
+        answered_ms <= 100 + 2 * EVENT_SLACK_MS,
+        "answered {answered_ms} ms after the close"
+    );
+    // The release is an Event on the pod, as for the exec hook.
+    graceful_tests::wait_for(10, "the DrainReleased Event", || {
+        s.api
+            .events()
+            .iter()
+            .any(|e| e["reason"] == "DrainReleased")
+            .then_some(())
+    });
+    eprintln!("httpGet hook answered {answered_ms} ms after the last close (released {after} ms after it, settle 100 ms)");
+}
+
+#[test]
+fn strangers_get_403_garbage_400_and_the_drain_in_flight_is_untouched() {
+    require_root!();
+    let mut s = Scene::new(json!({"graceful.dev/gate": "http"}));
+    wait_listening(&s.net.b, PORT, 10);
+    let (_lb, mut clients) = s.clients(1);
+    let gate = s.gate();
+    let quick = Duration::from_secs(5);
+    let answer = std::thread::scope(|t| {
+        let node = &s.net.a;
+        let hook = t.spawn(move || get(node, gate, HOOK, Duration::from_secs(30)));
+        wait_draining(&s.agent, 1);
+
+        // The pod itself (its own address, and loopback inside it) is not the node.
+        for (from, to) in [
+            (&s.net.b, gate),
+            (&s.net.b, format!("127.0.0.1:{PORT}").parse().unwrap()),
+        ] {
+            let a = get(from, to, HOOK, quick).unwrap();
+            assert_eq!(a.status, 403, "{a:?}");
+            assert!(
+                a.json()["error"].as_str().unwrap().contains("is not this node"),
+                "{a:?}"
+            );
+        }
+        // From the node, what is not a drain request.
+        for (path, status, says) in [
+            ("/drain?max=soon", 400, "max: invalid duration \"soon\""),
+            ("/drain?polcy=quiet", 400, "unknown setting \"polcy\""),
+            (
+                "/drain?scope=container",
+                400,
+                "scope=container needs container=<name>",
+            ),
+            ("/drain?container=nope", 400, "container=nope: no such container"),
+            ("/metrics", 404, "the httpGet gate has GET /drain"),
+        ] {
+            let a = get(node, gate, path, quick).unwrap();
+            assert_eq!(a.status, status, "{path}: {a:?}");
+            assert!(
+                a.json()["error"].as_str().unwrap().contains(says),
+                "{path}: {a:?}"
+            );
+        }
+        let a = send(node, gate, b"\x16\x03\x01 not http at all\r\n\r\n", quick).unwrap();
+        assert_eq!(a.status, 400, "{a:?}");
+        assert!(a.json()["error"].is_string(), "{a:?}");
+        let a = send(
+            node,
+            gate,
+            b"POST /drain HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+            quick,
+        )
+        .unwrap();
+        assert_eq!(a.status, 405, "{a:?}");
+
+        assert!(!hook.is_finished(), "the drain in flight ended early");
+        clients.cmd("close-out 1 fin");
+        hook.join().unwrap().unwrap()
+    });
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(answer.json()["reason"], "drained", "{answer:?}");
+    let log = s.agent.log_text();
+    assert!(log.contains("refused a peer that is not the node (403)"), "{log}");
+    assert!(
+        log.contains("httpGet gate: bad request: max: invalid duration"),
+        "{log}"
+    );
+}
+
+#[test]
+fn a_pod_whose_port_is_declared_or_taken_gets_a_warning_event_and_no_listener() {
+    require_root!();
+    // The scene's pod asks for its own container port (8080 in the spec).
+    let s = Scene::new(json!({"graceful.dev/gate": "http", "graceful.dev/gate-port": "8080"}));
+    // A second pod, whose app already listens on the gate's port.
+    let taken = SimPod::create(1);
+    let ns = NetNs::create();
+    let mut app = Peer::spawn(taken.container(0), Some(&ns));
+    app.listen(&format!("0.0.0.0:{PORT}"), "hold");
+    let mut obj = pod_object(&taken, json!({"graceful.dev/gate": "http"}));
+    obj["metadata"]["name"] = json!("taken");
+    s.api.push(&watch_line("ADDED", &obj));
+
+    let events = graceful_tests::wait_for(15, "two HttpGateRefused Events", || {
+        let e: Vec<Value> = s
+            .api
+            .events()
+            .into_iter()
+            .filter(|e| e["reason"] == "HttpGateRefused")
+            .collect();
+        (e.len() >= 2).then_some(e)
+    });
+    let message = |uid: &str| -> String {
+        let e = events
+            .iter()
+            .find(|e| e["involvedObject"]["uid"] == uid)
+            .unwrap_or_else(|| panic!("no Event for {uid}: {events:?}"));
+        assert_eq!(e["type"], "Warning");
+        e["message"].as_str().unwrap().to_string()
+    };
+    let declared = message(&s.pod.uid);
+    assert!(
+        declared.contains("port 8080 is container app's port"),
+        "{declared}"
+    );
+    let busy = message(&taken.uid);
+    assert!(
+        busy.contains(&format!("port {PORT} is taken in the pod's network namespace")),
+        "{busy}"
+    );
+    assert!(!listening(&s.net.b, 8080) || s.app_port == 8080);
+    assert!(!listening(&s.net.b, PORT));
+    // Once each: the sweeps that follow do not post again.
+    std::thread::sleep(Duration::from_millis(2500));
+    let again = s
+        .api
+        .events()
+        .iter()
+        .filter(|e| e["reason"] == "HttpGateRefused")
+        .count();
+    assert_eq!(again, 2, "refusals posted again: {:?}", s.api.events());
+    app.kill();
+}
+
+/// The network namespaces the agent's sockets are in, through a copy of
+/// each descriptor (pidfd_getfd, then SIOCGSKNS), and those its
+/// descriptors name directly (nsfs links).
+fn agent_netns(pid: u32) -> Vec<u64> {
+    const SIOCGSKNS: libc::c_ulong = 0x894C;
+    let mut out = Vec::new();
+    // SAFETY: plain syscalls on descriptors this function owns and closes.
+    unsafe {
+        let pidfd = libc::syscall(libc::SYS_pidfd_open, pid as libc::c_int, 0) as libc::c_int;
+        assert!(pidfd >= 0, "pidfd_open: {}", std::io::Error::last_os_error());
+        for e in std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().flatten() {
+            let Ok(link) = std::fs::read_link(e.path()) else {
+                continue;
+            };
+            let link = link.to_string_lossy().to_string();
+            if let Some(ino) = link.strip_prefix("net:[").and_then(|l| l.strip_suffix(']')) {
+                out.push(ino.parse().unwrap());
+            }
+            if !link.starts_with("socket:") {
+                continue;
+            }
+            let target: libc::c_int = e.file_name().to_string_lossy().parse().unwrap();
+            let fd = libc::syscall(libc::SYS_pidfd_getfd, pidfd, target, 0) as libc::c_int;
+            if fd < 0 {
+                continue; // closed meanwhile
+            }
+            let ns = libc::ioctl(fd, SIOCGSKNS as _);
+            if ns >= 0 {
+                let mut st: libc::stat = std::mem::zeroed();
+                if libc::fstat(ns, &mut st) == 0 {
+                    out.push(st.st_ino);
+                }
+                libc::close(ns);
+            }
+            libc::close(fd);
+        }
+        libc::close(pidfd);
+    }
+    out
+}
+
+#[test]
+fn listeners_follow_a_hundred_pods_and_hold_no_namespace_after_them() {
+    require_root!();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let api = rt.block_on(FakeApi::start());
+    api.push_list(Reply::list(list(&[])));
+    let node = NetNs::create();
+    let mut agent = Agent::new();
+    with_api(&mut agent, &api);
+    agent
+        .daemon_args
+        .extend(["--node-netns".into(), node.path().to_string()]);
+    agent.start();
+    let pid = agent.pid().unwrap();
+    let fds_before = std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count();
+
+    let mut inodes = Vec::new();
+    for batch in 0..10 {
+        let pods: Vec<(SimPod, NetNs, Peer, Value)> = (0..10)
+            .map(|i| {
+                let pod = SimPod::create(1);
+                let ns = NetNs::create();
+                let peer = Peer::spawn(pod.container(0), Some(&ns));
+                let mut obj = pod_object(&pod, json!({"graceful.dev/gate": "http"}));
+                obj["metadata"]["name"] = json!(format!("p-{batch}-{i}"));
+                (pod, ns, peer, obj)
+            })
+            .collect();
+        for (_, _, _, obj) in &pods {
+            api.push(&watch_line("ADDED", obj));
+        }
+        for (_, ns, _, _) in &pods {
+            wait_listening(ns, PORT, 10);
+            inodes.push(std::fs::metadata(ns.path()).unwrap().ino());
+        }
+        // Half leave by the API first, half by their processes first: both
+        // close the listener.
+        for (i, (pod, ns, peer, obj)) in pods.into_iter().enumerate() {
+            if i % 2 == 0 {
+                api.push(&watch_line("DELETED", &obj));
+                peer.kill();
+            } else {
+                peer.kill();
+                api.push(&watch_line("DELETED", &obj));
+            }
+            drop(ns);
+            drop(pod);
+        }
+    }
+    let held = graceful_tests::wait_for(10, "the agent to let go of every pod's namespace", || {
+        let held: Vec<u64> = agent_netns(pid)
+            .into_iter()
+            .filter(|i| inodes.contains(i))
+            .collect();
+        held.is_empty().then_some(held)
+    });
+    assert!(held.is_empty());
+    let fds_after = std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count();
+    assert!(
+        fds_after <= fds_before + 2,
+        "the agent had {fds_before} descriptors before 100 pods and {fds_after} after"
+    );
+    let log = agent.log_text();
+    assert_eq!(log.matches("httpGet gate listening").count(), 100, "{log}");
+    assert_eq!(log.matches("httpGet gate closed").count(), 100, "{log}");
+    let left = graceful_tests::sh("ip", &["netns", "list"]);
+    let left: Vec<&str> = left
+        .lines()
+        .filter(|l| l.contains("graceful-test-ns") && !l.contains(&node.name))
+        .collect();
+    assert!(left.is_empty(), "namespaces left: {left:?}");
+}
+
+#[test]
+fn after_an_agent_restart_the_listeners_are_back_within_a_second() {
+    require_root!();
+    let mut s = Scene::new(json!({"graceful.dev/gate": "http"}));
+    wait_listening(&s.net.b, PORT, 10);
+    s.agent.stop();
+    assert!(!listening(&s.net.b, PORT), "the listener outlived its agent");
+    let started = Instant::now();
+    s.agent.start();
+    let ready = started.elapsed();
+    let back = wait_listening(&s.net.b, PORT, 10);
+    eprintln!(
+        "listener back {} ms after the restarted agent was ready ({} ms to ready)",
+        back.as_millis(),
+        ready.as_millis()
+    );
+    let limit = if std::env::var_os("GRACEFUL_VM").is_some() {
+        5000
+    } else {
+        1000
+    };
+    assert!(
+        back.as_millis() <= limit,
+        "listener back {} ms after ready",
+        back.as_millis()
+    );
+    // And it serves: a drain with nothing connected is released at once.
+    let a = get(&s.net.a, s.gate(), HOOK, Duration::from_secs(10)).unwrap();
+    assert_eq!(
+        (a.status, a.json()["reason"].clone()),
+        (200, json!("drained")),
+        "{a:?}"
+    );
+}
