@@ -13,8 +13,14 @@ use std::{
 use serde_json::Value;
 
 use crate::{
-    k8s::{fill, fixture},
-    netns::NetNs,
+    agent::Agent,
+    cgroup::Cgroup,
+    k8s::{
+        fake_api::{FakeApi, Reply},
+        fill, fixture, with_api,
+    },
+    netns::{NetNs, VethPair},
+    peer::{addr, Peer},
     pod::SimPod,
 };
 
@@ -121,4 +127,59 @@ pub fn wait_listening(ns: &NetNs, port: u16, secs: u64) -> Duration {
         listening(ns, port).then_some(())
     });
     t.elapsed()
+}
+
+/// A pod opted in, its app serving in its own namespace (`net.b`), the
+/// node on the other side of a veth (`net.a`), and an agent that knows the
+/// pod from the fake API and takes `net.a` as the node's namespace.
+pub struct Scene {
+    _rt: tokio::runtime::Runtime,
+    pub api: FakeApi,
+    pub agent: Agent,
+    pub pod: SimPod,
+    pub net: VethPair,
+    pub app: Peer,
+    pub app_port: u16,
+}
+
+impl Scene {
+    pub fn new(annotations: Value) -> Scene {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let pod = SimPod::create(1);
+        let net = VethPair::create();
+        let mut app = Peer::spawn(pod.container(0), Some(&net.b));
+        // Its connections close when their clients' do.
+        let app_port = app.listen("0.0.0.0:0", "echo-close");
+        let api = rt.block_on(FakeApi::start());
+        api.push_list(Reply::list(list(&[pod_object(&pod, annotations)])));
+        let mut agent = Agent::new();
+        with_api(&mut agent, &api);
+        agent
+            .daemon_args
+            .extend(["--node-netns".into(), net.a.path().to_string()]);
+        agent.start();
+        Scene {
+            _rt: rt,
+            api,
+            agent,
+            pod,
+            net,
+            app,
+            app_port,
+        }
+    }
+
+    /// The gate's address: the pod's own, as the kubelet's hook has it.
+    pub fn gate(&self) -> SocketAddr {
+        format!("{}:{PORT}", self.net.b_v4).parse().unwrap()
+    }
+
+    /// `n` clients from the node's side, held, once the app has them all.
+    pub fn clients(&mut self, n: usize) -> (Cgroup, Peer) {
+        let lb = Cgroup::unique("lb");
+        let mut c = Peer::spawn(&lb, Some(&self.net.a));
+        c.connect(&addr(&self.net.b_v4, self.app_port), n);
+        crate::wait_for(10, "accepts", || (self.app.accepted() == n as u64).then_some(()));
+        (lb, c)
+    }
 }

@@ -29,6 +29,9 @@ use graceful_api::{
 use crate::duration;
 
 pub const PREFIX: &str = "graceful.dev/";
+/// The project's annotations that are not drain settings: the httpGet
+/// gate's opt-in and port (crate::httpgate). Known, so never "unknown".
+const OTHER_KEYS: [&str; 2] = ["gate", "gate-port"];
 const KEYS: [&str; 7] = [
     "policy",
     "scope",
@@ -148,7 +151,7 @@ pub fn resolve(req: &DrainRequest, facts: &PodFacts, budget: Duration) -> Accept
             continue;
         };
         let base = key.split_once('.').map_or(key, |(b, _)| b);
-        if !KEYS.contains(&base) {
+        if !KEYS.contains(&base) && !OTHER_KEYS.contains(&key) {
             r.warnings.push(format!(
                 "unknown annotation {k}: ignored (known keys: {})",
                 KEYS.join(", ")

@@ -6,83 +6,27 @@
 //! with their pods and hold no namespace after them.
 
 use std::{
-    net::SocketAddr,
     os::unix::fs::MetadataExt,
     time::{Duration, Instant},
 };
 
 use graceful_tests::{
     agent::Agent,
-    cgroup::Cgroup,
     gate::wait_draining,
-    http_hook::{get, list, listening, pod_object, send, wait_listening, watch_line, PORT},
+    http_hook::{get, list, listening, pod_object, send, wait_listening, watch_line, Scene, PORT},
     k8s::{
         fake_api::{FakeApi, Reply},
         with_api,
     },
     monotonic_ns,
-    netns::{NetNs, VethPair},
-    peer::{addr, Peer},
+    netns::NetNs,
+    peer::Peer,
     pod::SimPod,
     EVENT_SLACK_MS,
 };
 use serde_json::{json, Value};
 
 use crate::{require_root, settle};
-
-/// A pod opted in, its app serving in its own namespace (`net.b`), the
-/// node on the other side of a veth (`net.a`), and an agent that knows the
-/// pod from the fake API and takes `net.a` as the node's namespace.
-struct Scene {
-    _rt: tokio::runtime::Runtime,
-    api: FakeApi,
-    agent: Agent,
-    pod: SimPod,
-    net: VethPair,
-    app: Peer,
-    app_port: u16,
-}
-
-impl Scene {
-    fn new(annotations: Value) -> Scene {
-        let rt = tokio::runtime::Runtime::new().unwrap();
-        let pod = SimPod::create(1);
-        let net = VethPair::create();
-        let mut app = Peer::spawn(pod.container(0), Some(&net.b));
-        // Its connections close when their clients' do.
-        let app_port = app.listen("0.0.0.0:0", "echo-close");
-        let api = rt.block_on(FakeApi::start());
-        api.push_list(Reply::list(list(&[pod_object(&pod, annotations)])));
-        let mut agent = Agent::new();
-        with_api(&mut agent, &api);
-        agent
-            .daemon_args
-            .extend(["--node-netns".into(), net.a.path().to_string()]);
-        agent.start();
-        Scene {
-            _rt: rt,
-            api,
-            agent,
-            pod,
-            net,
-            app,
-            app_port,
-        }
-    }
-
-    fn gate(&self) -> SocketAddr {
-        format!("{}:{PORT}", self.net.b_v4).parse().unwrap()
-    }
-
-    /// `n` clients from the node's side, held, once the app has them all.
-    fn clients(&mut self, n: usize) -> (Cgroup, Peer) {
-        let lb = Cgroup::unique("lb");
-        let mut c = Peer::spawn(&lb, Some(&self.net.a));
-        c.connect(&addr(&self.net.b_v4, self.app_port), n);
-        graceful_tests::wait_for(10, "accepts", || (self.app.accepted() == n as u64).then_some(()));
-        (lb, c)
-    }
-}
 
 const HOOK: &str = "/drain?policy=drained&settle=100ms&min=0s&max=20s";
 
@@ -142,6 +86,14 @@ fn the_hook_is_held_until_the_last_client_closes_then_answered_with_the_report()
             .any(|e| e["reason"] == "DrainReleased")
             .then_some(())
     });
+    // The gate's own annotations are not drain settings gone wrong.
+    let wrong: Vec<Value> = s
+        .api
+        .events()
+        .into_iter()
+        .filter(|e| e["reason"] == "DrainMisconfigured")
+        .collect();
+    assert!(wrong.is_empty(), "{wrong:?}");
     eprintln!("httpGet hook answered {answered_ms} ms after the last close (released {after} ms after it, settle 100 ms)");
 }
 

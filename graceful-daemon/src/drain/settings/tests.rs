@@ -114,3 +114,18 @@ fn bad_and_unknown_annotations_are_reported_and_skipped() {
     assert!(w.contains("unknown annotation graceful.dev/maxx"), "{w}");
     assert!(a.warnings.iter().all(|w| !w.contains('\n')));
 }
+
+#[test]
+fn the_gate_annotations_are_known_but_not_settings() {
+    let f = facts(
+        &[
+            ("graceful.dev/gate", "http"),
+            ("graceful.dev/gate-port", "9711"),
+            ("graceful.dev/gate-portt", "9711"),
+        ],
+        None,
+    );
+    let a = resolve(&DrainRequest::default(), &f, BUDGET);
+    assert_eq!(a.warnings.len(), 1, "{:?}", a.warnings);
+    assert!(a.warnings[0].contains("unknown annotation graceful.dev/gate-portt"));
+}
