@@ -10,7 +10,11 @@
 //!   nothing privileged, the agent's DaemonSet as its comments say (hostPID,
 //!   capabilities, mounts, probes, tolerations, update strategy), the
 //!   ClusterRole's exact rules, pinned images, and in every example a grace
-//!   period longer than each hook's `--max` plus a shutdown budget.
+//!   period longer than each hook's `--max` (or httpGet `max=`) plus a
+//!   shutdown budget.
+//! - The httpGet gate's hooks as the agent reads them (`http_gate`), and
+//!   the restricted example against Pod Security restricted
+//!   (`pod_security`), each rule shown to fail on a broken copy.
 //! - The Containerfile copies paths that exist, takes the workspace's own
 //!   [[bin]] targets from its builder, and those build static for musl.
 //!
@@ -23,13 +27,19 @@ mod containerfile;
 mod elf;
 #[path = "manifests/objects.rs"]
 mod objects;
+#[path = "manifests/rules.rs"]
+mod rules;
 
 #[path = "manifests/agent.rs"]
 mod agent;
 #[path = "manifests/deploy_files.rs"]
 mod deploy_files;
+#[path = "manifests/http_gate.rs"]
+mod http_gate;
 #[path = "manifests/image.rs"]
 mod image;
+#[path = "manifests/pod_security.rs"]
+mod pod_security;
 #[path = "manifests/rendering.rs"]
 mod rendering;
 #[path = "manifests/repo.rs"]
@@ -46,15 +56,17 @@ use std::{
 };
 
 use graceful::drain::settings::{self, PodFacts};
-use graceful_api::DrainRequest;
+use graceful_api::{hook_query, Accepted, DrainRequest};
 use graceful_wait::args as wait_args;
 use k8s_openapi::api::{
     apps::v1::DaemonSet,
-    core::v1::{Container, PodSpec},
+    core::v1::{Container, HTTPGetAction, PodSpec},
 };
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use objects::{Kind, Object};
 use rendering::*;
 use repo::*;
+use rules::{report, Finding, Findings, Rule};
 
 const MUSL: &str = "x86_64-unknown-linux-musl";
 /// What an app gets for its own shutdown after its hook returns, at least.
@@ -64,4 +76,10 @@ const DEFAULT_GRACE: i64 = 30;
 /// The agent's namespace.
 const NAMESPACE: &str = "graceful-system";
 /// The examples, one for each case graceful exists for.
-const EXAMPLES: &[&str] = &["haproxy-waf", "mesh-proxy", "policy-sidecar", "web"];
+const EXAMPLES: &[&str] = &["haproxy-waf", "mesh-proxy", "policy-sidecar", "restricted", "web"];
+/// The pod annotation that opts a pod into the httpGet gate (value `http`).
+const GATE_ANNOTATION: &str = "graceful.dev/gate";
+/// The pod annotation that names the gate's port.
+const GATE_PORT_ANNOTATION: &str = "graceful.dev/gate-port";
+/// The gate's port when the pod names none.
+const DEFAULT_GATE_PORT: i32 = 9711;

@@ -1,6 +1,7 @@
 //! What `kubectl kustomize` renders, read strictly into k8s-openapi types, and
 //! the pieces of it the invariants look at: the agent's DaemonSet, pod
-//! templates, containers, their `graceful-wait` hooks and image references.
+//! templates, containers, their `graceful-wait` and `httpGet` gate hooks,
+//! and image references.
 
 use super::*;
 
@@ -178,6 +179,55 @@ pub(super) fn hooks(spec: &PodSpec) -> Vec<Hook<'_>> {
             })
         })
         .collect()
+}
+
+/// A container's `preStop: httpGet` hook: the kubelet's request to the
+/// httpGet gate, when the pod has opted in (see `http_gate`).
+pub(super) struct HttpHook<'a> {
+    pub(super) container: &'a Container,
+    pub(super) get: &'a HTTPGetAction,
+}
+
+pub(super) fn http_hooks(spec: &PodSpec) -> Vec<HttpHook<'_>> {
+    containers(spec)
+        .filter_map(|c| {
+            let get = c.lifecycle.as_ref()?.pre_stop.as_ref()?.http_get.as_ref()?;
+            Some(HttpHook { container: c, get })
+        })
+        .collect()
+}
+
+/// The settings the agent will run a hook's drain with: annotations over
+/// the hook's own values, the deadline from the grace period by default.
+/// Err names what does not fit: a warning the agent would log, or a
+/// deadline that leaves the app less than `BUDGET` of its grace period.
+pub(super) fn drain_fits(
+    req: &DrainRequest,
+    annotations: &BTreeMap<String, String>,
+    container: &str,
+    grace_s: i64,
+) -> Result<Accepted, String> {
+    // The gate's own annotations choose the gate; they are no drain setting.
+    let mut annotations = annotations.clone();
+    annotations.retain(|k, _| k != GATE_ANNOTATION && k != GATE_PORT_ANNOTATION);
+    let facts = PodFacts {
+        annotations,
+        container: Some(container.to_string()),
+        grace_period_seconds: Some(grace_s),
+    };
+    let acc = settings::resolve(req, &facts, BUDGET);
+    if !acc.warnings.is_empty() {
+        return Err(format!("{:?}", acc.warnings));
+    }
+    let grace = Duration::from_secs(u64::try_from(grace_s).unwrap_or(0));
+    let max = Duration::from_millis(acc.max_ms);
+    if grace < max + BUDGET {
+        return Err(format!(
+            "it may wait {max:?} and then needs its shutdown budget of {BUDGET:?}, but \
+             terminationGracePeriodSeconds is {grace:?}"
+        ));
+    }
+    Ok(acc)
 }
 
 /// An image reference split up: `[registry/]repository[:tag][@digest]`.

@@ -1,5 +1,6 @@
 //! Invariants on the workloads: pinned images, hooks that fit their grace
-//! periods and reach the gate, and one example for each case.
+//! periods and reach the gate (exec or httpGet), and one example for each
+//! case.
 
 use super::*;
 
@@ -36,28 +37,21 @@ fn every_hook_fits_in_its_grace_period_and_reaches_the_gate() {
         assert!(!pods.is_empty(), "{dir} runs no pod");
         for (owner, spec) in pods {
             let hooks = hooks(spec);
-            assert!(!hooks.is_empty(), "{owner}: no graceful-wait preStop hook");
-            let grace_s = spec.termination_grace_period_seconds.unwrap_or(DEFAULT_GRACE);
-            let grace = Duration::from_secs(u64::try_from(grace_s).unwrap());
             let annotations = template_annotations(objs, &owner);
+            // The httpGet gate's hooks: opted in, on the gate's port, a
+            // query that parses, a max that fits (see http_gate).
+            let gated = http_gate::gate_findings(spec, &annotations);
+            assert!(gated.is_empty(), "{owner}:{}", report(&gated));
+            assert!(
+                !hooks.is_empty() || !http_hooks(spec).is_empty(),
+                "{owner}: no graceful preStop hook (exec graceful-wait, or httpGet to the gate)"
+            );
+            let grace_s = spec.termination_grace_period_seconds.unwrap_or(DEFAULT_GRACE);
             for h in &hooks {
                 let name = &h.container.name;
-                // The settings the agent will run this hook with: annotations
-                // over flags, the deadline from the grace period by default.
                 let req = DrainRequest::parse(h.args.request_json(0).as_bytes()).unwrap();
-                let facts = PodFacts {
-                    annotations: annotations.clone(),
-                    container: Some(name.clone()),
-                    grace_period_seconds: Some(grace_s),
-                };
-                let acc = settings::resolve(&req, &facts, BUDGET);
-                assert!(acc.warnings.is_empty(), "{owner}: {name}: {:?}", acc.warnings);
-                let max = Duration::from_millis(acc.max_ms);
-                assert!(
-                    grace >= max + BUDGET,
-                    "{owner}: container {name} may wait {max:?} and then needs its shutdown \
-                     budget of {BUDGET:?}, but terminationGracePeriodSeconds is {grace:?}"
-                );
+                let acc = drain_fits(&req, &annotations, name, grace_s)
+                    .unwrap_or_else(|e| panic!("{owner}: container {name}: {e}"));
                 // The hook's binary and socket come from the agent's gate directory.
                 let bin_dir = Path::new(&h.argv[0]).parent().unwrap().to_str().unwrap();
                 let m = h
@@ -136,6 +130,13 @@ fn the_examples_show_each_case() {
         waf.iter()
             .any(|(c, a, _)| c == "waf" && a.scope.as_deref() == Some("container")),
         "haproxy-waf: the WAF agent's hook uses --scope container"
+    );
+    let restricted = &rendered()["deploy/examples/restricted"];
+    assert!(
+        pod_templates(restricted)
+            .iter()
+            .all(|(_, spec)| hooks(spec).is_empty() && !http_hooks(spec).is_empty()),
+        "restricted: the httpGet gate alone, no exec hook"
     );
     let mesh = hooks_of("mesh-proxy");
     assert!(
