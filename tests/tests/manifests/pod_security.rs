@@ -347,7 +347,8 @@ fn each_pod_security_rule_fails_a_broken_copy() {
             report(&f)
         );
     }
-    let ns_breaks: &[(&str, fn(&mut Namespace))] = &[
+    type NsBreak = fn(&mut Namespace);
+    let ns_breaks: &[(&str, NsBreak)] = &[
         ("enforce baseline", |n| {
             n.metadata
                 .labels
