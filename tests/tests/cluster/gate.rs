@@ -90,10 +90,10 @@ fn the_hook_holds_sigterm_until_the_last_client_closes_and_the_drain_leaves_an_e
 }
 
 /// Takes the DaemonSet away; puts it back on drop, and waits for its pod.
-struct NoAgent<'a>(&'a Cluster);
+pub struct NoAgent<'a>(&'a Cluster);
 
 impl<'a> NoAgent<'a> {
-    fn new(cluster: &'a Cluster) -> NoAgent<'a> {
+    pub fn new(cluster: &'a Cluster) -> NoAgent<'a> {
         cluster.kubectl(&[
             "-n",
             AGENT_NAMESPACE,

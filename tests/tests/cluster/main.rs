@@ -9,6 +9,7 @@
 mod agent_pod;
 mod examples;
 mod gate;
+mod http_gate;
 mod restart;
 mod rollout;
 

@@ -1,0 +1,159 @@
+//! The httpGet gate on a real kubelet: a pod whose only hook is
+//! `preStop: httpGet` (no host, no volume, nothing in its image) is held
+//! while its clients are connected and gets its SIGTERM just after the
+//! last one closes, with a `DrainReleased` Event; with no agent on the
+//! node, nothing listens and the kubelet sends SIGTERM at once.
+
+use std::time::{Duration, Instant};
+
+use graceful_tests::{
+    cluster::{clients::Clients, pod::Pod, release::sigterm_ns, Cluster, Namespace, TEST_APP_IMAGE},
+    http_hook::PORT,
+    monotonic_ns, EVENT_SLACK_MS,
+};
+
+use crate::gate::{events_of, wait_drain_engaged, NoAgent};
+
+/// A pod of the test app that opts into the httpGet gate, under the
+/// restricted Pod Security rules: non-root, no privilege escalation, every
+/// capability dropped, the runtime's seccomp profile, no hostPath, and a
+/// hook with no `host`.
+fn http_pod(name: &str, query: &str, grace_s: u32) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  namespace: NAMESPACE
+  labels: {{app: {name}}}
+  annotations: {{graceful.dev/gate: http}}
+spec:
+  terminationGracePeriodSeconds: {grace_s}
+  securityContext:
+    runAsNonRoot: true
+    runAsUser: 65534
+    seccompProfile: {{type: RuntimeDefault}}
+  containers:
+    - name: app
+      image: {TEST_APP_IMAGE}
+      ports: [{{containerPort: 8080}}]
+      securityContext:
+        allowPrivilegeEscalation: false
+        capabilities: {{drop: [ALL]}}
+      lifecycle:
+        preStop:
+          httpGet: {{path: "/drain?{query}", port: {PORT}}}
+"#
+    )
+}
+
+/// The kubelet's own Events on pod `uid`: (reason, message).
+fn kubelet_events(ns: &Namespace, uid: &str) -> Vec<(String, String)> {
+    let selector = format!("involvedObject.uid={uid}");
+    let v = ns.json(&["get", "events", "--field-selector", &selector]);
+    v["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["source"]["component"] == "kubelet")
+        .map(|e| {
+            (
+                e["reason"].as_str().unwrap_or_default().to_string(),
+                e["message"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Waits until the agent listens in the pod's namespace.
+fn wait_gate(cluster: &Cluster, pod: &Pod) {
+    let ns = pod.netns();
+    graceful_tests::wait_for(20, "the agent's httpGet gate in the pod's namespace", || {
+        graceful_tests::http_hook::listening(&ns, PORT).then_some(())
+    });
+    let _ = cluster;
+}
+
+#[test]
+fn an_http_get_hook_holds_sigterm_until_the_last_client_closes() {
+    let (cluster, _serial) = crate::node();
+    let ns = Namespace::create(&cluster, "httpgate");
+    ns.apply(&http_pod(
+        "held",
+        "policy=drained&settle=200ms&min=0s&max=20s",
+        30,
+    ));
+    let pod = Pod::wait_ready(&ns, "app=held", 1, 60).remove(0);
+    wait_gate(&cluster, &pod);
+    let mut clients = Clients::open(&cluster, format!("{}:8080", pod.ip).parse().unwrap(), 3);
+    let mut log = pod.open_log("app");
+
+    ns.kubectl(&["delete", "pod", "held", "--wait=false"]);
+    wait_drain_engaged(&cluster, &pod.uid, 20);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        sigterm_ns(&mut log),
+        None,
+        "SIGTERM came while 3 clients were connected"
+    );
+
+    clients.close();
+    let closed_ns = monotonic_ns();
+    let sigterm = graceful_tests::wait_for(20, "the app's SIGTERM after the last close", || {
+        sigterm_ns(&mut log)
+    });
+    let after_ms = sigterm.saturating_sub(closed_ns) as f64 / 1e6;
+    eprintln!("httpGet hook: SIGTERM {after_ms:.1} ms after the last client closed (settle 200 ms)");
+    assert!(
+        sigterm > closed_ns && after_ms >= 200.0 && after_ms < 200.0 + EVENT_SLACK_MS as f64,
+        "SIGTERM {after_ms:.1} ms after the last close: the settle is 200 ms"
+    );
+
+    graceful_tests::wait_for(30, "the pod to be gone", || ns.pod_gone("held").then_some(()));
+    let events = events_of(&ns, &pod.uid);
+    let released = events
+        .iter()
+        .find(|(reason, _)| reason == "DrainReleased")
+        .unwrap_or_else(|| panic!("no DrainReleased Event on the pod: {events:?}"));
+    assert!(
+        released.1.contains("drained") && released.1.contains("3 inbound at start"),
+        "{released:?}"
+    );
+    // The hook succeeded: the kubelet saw a 200.
+    let kubelet = kubelet_events(&ns, &pod.uid);
+    assert!(
+        !kubelet.iter().any(|(r, _)| r == "FailedPreStopHook"),
+        "{kubelet:?}"
+    );
+}
+
+#[test]
+fn without_an_agent_an_http_get_hook_fails_open_at_once() {
+    let (cluster, _serial) = crate::node();
+    let ns = Namespace::create(&cluster, "httpabsent");
+    ns.apply(&http_pod("alone", "policy=drained&max=20s", 30));
+    let pod = Pod::wait_ready(&ns, "app=alone", 1, 60).remove(0);
+    let _clients = Clients::open(&cluster, format!("{}:8080", pod.ip).parse().unwrap(), 2);
+    let mut log = pod.open_log("app");
+
+    let _absent = NoAgent::new(&cluster);
+    assert!(!graceful_tests::http_hook::listening(&pod.netns(), PORT));
+    let deleted = Instant::now();
+    let deleted_ns = monotonic_ns();
+    ns.kubectl(&["delete", "pod", "alone", "--wait=false"]);
+    let sigterm = graceful_tests::wait_for(20, "the app's SIGTERM", || sigterm_ns(&mut log));
+    let after_s = sigterm.saturating_sub(deleted_ns) as f64 / 1e9;
+    eprintln!(
+        "with no agent, an httpGet hook's SIGTERM {after_s:.2} s after the deletion ({:.1} s on the test's clock)",
+        deleted.elapsed().as_secs_f64()
+    );
+    // Refused at once: no connect timeout to wait out, far from --max.
+    assert!(after_s < 2.0, "SIGTERM {after_s:.2} s after the deletion");
+    // How v1.20's kubelet treats the refused hook: a Warning Event naming
+    // the error, then the kill.
+    graceful_tests::wait_for(20, "the kubelet's FailedPreStopHook Event", || {
+        kubelet_events(&ns, &pod.uid)
+            .into_iter()
+            .find(|(r, m)| r == "FailedPreStopHook" && m.contains("connection refused"))
+    });
+}
