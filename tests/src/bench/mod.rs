@@ -11,7 +11,10 @@
 //!   the container's exit, through the exit event against inotify;
 //! - [`terminating`]: a terminating pod's report after its last inbound
 //!   close (the agent watching the fake API);
-//! - [`quiet`]: a `--policy quiet` drain's release after its window.
+//! - [`quiet`]: a `--policy quiet` drain's release after its window;
+//! - [`http_gate`]: the httpGet gate's response after the pod's last
+//!   inbound close (the agent in the pod's namespace, the hook from the
+//!   node's).
 //!
 //! On the test node of `cargo xtask cluster`:
 //!
@@ -25,6 +28,7 @@
 
 pub mod after_containers;
 pub mod cluster_release;
+pub mod http_gate;
 pub mod programs;
 pub mod quiet;
 pub mod release;

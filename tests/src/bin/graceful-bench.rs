@@ -26,7 +26,8 @@ struct Cli {
 enum Cmd {
     /// The gate's release after the last inbound close against a 1 s sock_diag poller; then the
     /// release after a container's exit (`--after-containers`), the terminating report after the
-    /// last inbound close, and the release after a quiet window. A count of 0 skips its part.
+    /// last inbound close, the release after a quiet window, and the httpGet gate's response after
+    /// the last inbound close. A count of 0 skips its part.
     ReleaseLatency(ReleaseArgs),
     /// On the test node's real kubelet (`GRACEFUL_KUBECONFIG`): from a deleted pod's last inbound
     /// close to its app's SIGTERM, through graceful's gate, a 1 s poller and `preStop: sleep`.
@@ -51,6 +52,9 @@ struct ReleaseArgs {
     /// `--policy quiet` drains through the gate (each waits out a 250 ms window).
     #[arg(long, default_value_t = 100)]
     quiet: usize,
+    /// Drains through the httpGet gate: the hook's response after the last inbound close.
+    #[arg(long, default_value_t = 1000)]
+    http: usize,
 }
 
 #[derive(Debug, Args)]
@@ -85,6 +89,9 @@ fn release_latency(a: &ReleaseArgs) -> anyhow::Result<()> {
     }
     if a.quiet > 0 {
         bench::quiet::run(a.quiet);
+    }
+    if a.http > 0 {
+        bench::http_gate::run(a.http);
     }
     Ok(())
 }

@@ -2,8 +2,9 @@
 //! close the gate releases it, against a sock_diag poller at 1 s, in one
 //! run; and, in the same run, how long after a container's exit an
 //! `--after-containers` drain is released, how long after a terminating
-//! pod's last inbound close its report comes, and how long after its quiet
-//! window a `--policy quiet` drain is released.
+//! pod's last inbound close its report comes, how long after its quiet
+//! window a `--policy quiet` drain is released, and how long after a pod's
+//! last inbound close the httpGet gate's response has its last byte.
 //!
 //! The measurements live with the integration tests' support
 //! (`graceful_tests::bench`, tests/src/bench/), which owns the peers,
@@ -28,6 +29,9 @@ pub struct Args {
     /// `--policy quiet` drains through the gate (each waits out a 250 ms window).
     #[arg(long, default_value_t = 100)]
     pub quiet: usize,
+    /// Drains through the httpGet gate: the hook's response after the last inbound close.
+    #[arg(long, default_value_t = 1000)]
+    pub http: usize,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -53,12 +57,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let status = std::process::Command::new(release.join("graceful-bench"))
         .arg("release-latency")
         // Every latency measurement: drains, container exits, terminating
-        // reports, quiet drains.
+        // reports, quiet drains, the httpGet gate.
         .args(["--drains", &args.drains.to_string()])
         .args(["--polls", &args.polls.to_string()])
         .args(["--exits", &args.exits.to_string()])
         .args(["--terminations", &args.terminations.to_string()])
         .args(["--quiet", &args.quiet.to_string()])
+        .args(["--http", &args.http.to_string()])
         .env("GRACEFUL_BIN", release.join("graceful"))
         .current_dir(&root)
         .status()?;

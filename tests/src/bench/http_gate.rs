@@ -1,0 +1,66 @@
+//! The httpGet gate's release: from the pod's last inbound close (the
+//! kernel's timestamp of it) to the last byte of the hook's response, read
+//! on the node's side as the kubelet reads it. The real agent, told of the
+//! pod by the fake API, listens in the pod's namespace; each drain holds
+//! one client, then the client goes.
+
+use std::time::Duration;
+
+use graceful::bpf::paths::PinDir;
+use serde_json::json;
+
+use super::stats::summary;
+use crate::{
+    gate::wait_draining,
+    http_hook::{get, wait_listening, Scene, PORT},
+    monotonic_ns,
+};
+
+/// `drains` drains, one after the other, on one pod.
+pub fn run(drains: usize) {
+    let mut s = Scene::new(json!({"graceful.dev/gate": "http"}));
+    wait_listening(&s.net.b, PORT, 10);
+    let (_lb, mut client) = s.clients(1);
+    let counters = graceful::bpf::maps::Counters::open(&PinDir::new(&s.agent.pin_dir)).unwrap();
+    let app_id = s.pod.container(0).id();
+    let gate = s.gate();
+    let mut ms = Vec::with_capacity(drains);
+    for i in 0..drains {
+        if i > 0 {
+            client.cmd(&format!(
+                "connect {} 1",
+                crate::peer::addr(&s.net.b_v4, s.app_port)
+            ));
+            crate::wait_for(10, "accept", || (s.app.accepted() == i as u64 + 1).then_some(()));
+        }
+        let node = &s.net.a;
+        let (answer, last_byte_ns) = std::thread::scope(|t| {
+            let hook = t.spawn(move || {
+                let a = get(
+                    node,
+                    gate,
+                    "/drain?policy=drained&settle=0s&min=0s&max=20s",
+                    Duration::from_secs(30),
+                );
+                (a, monotonic_ns())
+            });
+            wait_draining(&s.agent, 1);
+            client.cmd("close-out 1 fin");
+            hook.join().unwrap()
+        });
+        let answer = answer.unwrap_or_else(|e| panic!("drain {i}: {e}"));
+        let report = answer.json();
+        assert_eq!(
+            (answer.status, report["reason"].as_str()),
+            (200, Some("drained")),
+            "drain {i}: {answer:?}"
+        );
+        let close_ns = counters.get(app_id).last_inbound_close_ns;
+        ms.push(last_byte_ns.saturating_sub(close_ns) as f64 / 1e6);
+    }
+    println!(
+        "httpGet gate: the last inbound close to the hook response's last byte (drained policy, settle 0):"
+    );
+    let (p50, p99) = summary("graceful httpGet gate", ms);
+    println!("{{\"bench\":\"http-gate-release-latency\",\"p50_ms\":{p50:.3},\"p99_ms\":{p99:.3}}}");
+}
