@@ -4,7 +4,10 @@
 //! 1. start the agent on its own pin directory (a real agent is never touched);
 //! 2. make a pod cgroup in kubelet's systemd layout, run an HTTP server in it;
 //! 3. open keep-alive connections to it from another cgroup;
-//! 4. close them a few at a time, watching the pod's INBOUND count fall;
+//! 4. run the pod's preStop hook (graceful-wait, through the agent's gate),
+//!    then close the clients a few at a time, watching the pod's INBOUND
+//!    count fall while the hook is held, and the hook released just after
+//!    the last close, with its report;
 //!
 //! Then it stops and removes everything (also on error or Ctrl-C), unless `--keep`.
 
@@ -17,6 +20,7 @@ use crate::util::{self};
 mod cgroup;
 pub mod client;
 mod drain;
+mod hook;
 mod ids;
 mod keep;
 pub(crate) mod procs;
@@ -54,6 +58,11 @@ pub struct Args {
 
 fn demo_dir() -> PathBuf {
     util::target_dir().join("demo")
+}
+
+/// The agent's gate: graceful-wait and gate.sock, as a pod mounts them.
+fn gate_dir() -> PathBuf {
+    demo_dir().join("gate")
 }
 
 fn api_socket() -> PathBuf {
@@ -134,7 +143,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         println!("    `ss -tn state established cgroup <container>` (the kernel's socket table) lists {ss}.");
     }
     procs::sleep(Duration::from_secs(1))?;
-    demo.drain(&pod, n, args.batch as usize)?;
+    demo.drain(&pod, &container, n, args.batch as usize)?;
     if args.keep {
         demo.leave_running(&pod, &container, addr, n)?;
     }

@@ -17,7 +17,7 @@ use super::ids::{hex, random_bytes, random_uuid};
 use super::{
     api_socket, cgroup,
     client::Client,
-    demo_dir,
+    demo_dir, gate_dir,
     procs::{self, Proc},
     section, CLIENT_CGROUP, POLL,
 };
@@ -167,8 +167,9 @@ impl Demo {
             fs::File::create(&log_path).with_context(|| format!("cannot create {}", log_path.display()))?;
         let mut cmd = self.graceful();
         // Its local API on a socket of its own only: a node's real agent
-        // may hold the default address.
-        cmd.args(["daemon", "--api-addr", "off"])
+        // may hold the default address. The gate in the demo's directory.
+        cmd.args(["daemon", "--api-addr", "off", "--gate-dir"])
+            .arg(gate_dir())
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
