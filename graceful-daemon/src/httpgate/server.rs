@@ -16,7 +16,7 @@ use std::{
 use graceful_api::{clip, hook_query, Scope, MAX_ECHO};
 use http::{Method, Request, Response, StatusCode};
 use tokio::{net::TcpListener, task::JoinSet};
-use tracing::{debug, info, warn};
+use tracing::{debug, warn};
 
 use super::addrs::NodeAddrs;
 use crate::{
@@ -176,25 +176,27 @@ async fn handle(gate: Arc<Gate>, ctx: Arc<Ctx>, req: Request<hyper::body::Incomi
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0);
-    if req.uri().path() != hook_query::PATH {
-        return error(
-            StatusCode::NOT_FOUND,
-            format!(
-                "no such endpoint {}: the httpGet gate has {USAGE}",
-                clip(req.uri().path(), MAX_ECHO)
-            ),
+    // Some kubelets join the port and the hook's path with a slash of
+    // their own (`http://ip:port//drain`): the path is the same.
+    let path = format!("/{}", req.uri().path().trim_start_matches('/'));
+    if path != hook_query::PATH {
+        let why = format!(
+            "no such endpoint {}: the httpGet gate has {USAGE}",
+            clip(&path, MAX_ECHO)
         );
+        return bad(&gate, StatusCode::NOT_FOUND, why);
     }
     if req.method() != Method::GET {
-        return error(StatusCode::METHOD_NOT_ALLOWED, format!("use {USAGE}"));
+        return bad(&gate, StatusCode::METHOD_NOT_ALLOWED, format!("use {USAGE}"));
     }
     let q = match hook_query::parse(req.uri().query().unwrap_or(""), started_unix_ms) {
         Ok(q) => q,
-        Err(e) => return bad(&gate, e),
+        Err(e) => return bad(&gate, StatusCode::BAD_REQUEST, e),
     };
     if q.request.scope == Some(Scope::Container) && q.container.is_none() {
         return bad(
             &gate,
+            StatusCode::BAD_REQUEST,
             "scope=container needs container=<name>: the kubelet does not say whose hook it runs".into(),
         );
     }
@@ -203,10 +205,8 @@ async fn handle(gate: Arc<Gate>, ctx: Arc<Ctx>, req: Request<hyper::body::Incomi
         Some(name) => match container_id(&ctx.drainer, &gate.uid, name) {
             Some(id) => Some(id),
             None => {
-                return bad(
-                    &gate,
-                    format!("container={name}: no such container in pod {}", gate.pod),
-                )
+                let why = format!("container={name}: no such container in pod {}", gate.pod);
+                return bad(&gate, StatusCode::BAD_REQUEST, why);
             }
         },
     };
@@ -237,11 +237,12 @@ async fn handle(gate: Arc<Gate>, ctx: Arc<Ctx>, req: Request<hyper::body::Incomi
     }
 }
 
-/// A 400, logged: the kubelet shows the body in its FailedPreStopHook
-/// Event, and the agent's log says which pod sent it.
-fn bad(gate: &Gate, why: String) -> Response<Body> {
-    info!(pod = %gate.pod, "httpGet gate: bad request: {why}");
-    error(StatusCode::BAD_REQUEST, why)
+/// A request that is no drain, answered and logged: a kubelet may take
+/// any answer for the hook's success (v1.20 looks at none), so the
+/// agent's log is where the pod's mistake shows.
+fn bad(gate: &Gate, status: StatusCode, why: String) -> Response<Body> {
+    warn!(pod = %gate.pod, status = status.as_u16(), "httpGet gate: bad request: {why}");
+    error(status, why)
 }
 
 /// The current id of the container named `name` in pod `uid`, from the API.

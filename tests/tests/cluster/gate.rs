@@ -94,6 +94,9 @@ pub struct NoAgent<'a>(&'a Cluster);
 
 impl<'a> NoAgent<'a> {
     pub fn new(cluster: &'a Cluster) -> NoAgent<'a> {
+        // The guard first: if the agent's pod is slow to go, the test
+        // fails and the DaemonSet still comes back for the next one.
+        let guard = NoAgent(cluster);
         cluster.kubectl(&[
             "-n",
             AGENT_NAMESPACE,
@@ -102,7 +105,7 @@ impl<'a> NoAgent<'a> {
             "graceful",
             "--wait=true",
         ]);
-        graceful_tests::wait_for(60, "the agent's pod to be gone", || {
+        graceful_tests::wait_for(90, "the agent's pod to be gone", || {
             cluster
                 .kubectl(&[
                     "-n",
@@ -117,7 +120,7 @@ impl<'a> NoAgent<'a> {
                 .is_empty()
                 .then_some(())
         });
-        NoAgent(cluster)
+        guard
     }
 }
 

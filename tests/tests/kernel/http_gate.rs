@@ -78,6 +78,13 @@ fn the_hook_is_held_until_the_last_client_closes_then_answered_with_the_report()
         answered_ms <= 100 + 2 * EVENT_SLACK_MS,
         "answered {answered_ms} ms after the close"
     );
+    // A path as a kubelet that adds its own slash sends it is the same.
+    let a = get(&s.net.a, gate, &format!("/{HOOK}"), Duration::from_secs(10)).unwrap();
+    assert_eq!(
+        (a.status, a.json()["reason"].clone()),
+        (200, json!("drained")),
+        "{a:?}"
+    );
     // The release is an Event on the pod, as for the exec hook.
     graceful_tests::wait_for(10, "the DrainReleased Event", || {
         s.api
