@@ -184,18 +184,24 @@ async fn handle(gate: Arc<Gate>, ctx: Arc<Ctx>, req: Request<hyper::body::Incomi
             "no such endpoint {}: the httpGet gate has {USAGE}",
             clip(&path, MAX_ECHO)
         );
-        return bad(&gate, StatusCode::NOT_FOUND, why);
+        return bad(&gate, req.uri(), StatusCode::NOT_FOUND, why);
     }
     if req.method() != Method::GET {
-        return bad(&gate, StatusCode::METHOD_NOT_ALLOWED, format!("use {USAGE}"));
+        return bad(
+            &gate,
+            req.uri(),
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!("use {USAGE}"),
+        );
     }
     let q = match hook_query::parse(req.uri().query().unwrap_or(""), started_unix_ms) {
         Ok(q) => q,
-        Err(e) => return bad(&gate, StatusCode::BAD_REQUEST, e),
+        Err(e) => return bad(&gate, req.uri(), StatusCode::BAD_REQUEST, e),
     };
     if q.request.scope == Some(Scope::Container) && q.container.is_none() {
         return bad(
             &gate,
+            req.uri(),
             StatusCode::BAD_REQUEST,
             "scope=container needs container=<name>: the kubelet does not say whose hook it runs".into(),
         );
@@ -206,7 +212,7 @@ async fn handle(gate: Arc<Gate>, ctx: Arc<Ctx>, req: Request<hyper::body::Incomi
             Some(id) => Some(id),
             None => {
                 let why = format!("container={name}: no such container in pod {}", gate.pod);
-                return bad(&gate, StatusCode::BAD_REQUEST, why);
+                return bad(&gate, req.uri(), StatusCode::BAD_REQUEST, why);
             }
         },
     };
@@ -240,8 +246,9 @@ async fn handle(gate: Arc<Gate>, ctx: Arc<Ctx>, req: Request<hyper::body::Incomi
 /// A request that is no drain, answered and logged: a kubelet may take
 /// any answer for the hook's success (v1.20 looks at none), so the
 /// agent's log is where the pod's mistake shows.
-fn bad(gate: &Gate, status: StatusCode, why: String) -> Response<Body> {
-    warn!(pod = %gate.pod, status = status.as_u16(), "httpGet gate: bad request: {why}");
+fn bad(gate: &Gate, uri: &http::Uri, status: StatusCode, why: String) -> Response<Body> {
+    let uri = clip(&uri.to_string(), MAX_ECHO);
+    warn!(pod = %gate.pod, status = status.as_u16(), uri, "httpGet gate: bad request: {why}");
     error(status, why)
 }
 

@@ -157,3 +157,81 @@ fn without_an_agent_an_http_get_hook_fails_open_at_once() {
             .find(|(r, m)| r == "FailedPreStopHook" && m.contains("connection refused"))
     });
 }
+
+#[test]
+fn a_bad_query_is_answered_400_and_the_kubelet_goes_on() {
+    let (cluster, _serial) = crate::node();
+    let ns = Namespace::create(&cluster, "httpbad");
+    ns.apply(&http_pod("typo", "policy=drained&max=soon", 30));
+    let pod = Pod::wait_ready(&ns, "app=typo", 1, 60).remove(0);
+    wait_gate(&cluster, &pod);
+    let clients = Clients::open(&cluster, format!("{}:8080", pod.ip).parse().unwrap(), 2);
+    let mut log = pod.open_log("app");
+    let agent = cluster.agent_pod(60);
+    let deleted_ns = monotonic_ns();
+    ns.kubectl(&["delete", "pod", "typo", "--wait=false"]);
+    let sigterm = graceful_tests::wait_for(20, "the app's SIGTERM", || sigterm_ns(&mut log));
+    let after_s = sigterm.saturating_sub(deleted_ns) as f64 / 1e9;
+    // The app finishes its clients' requests before it exits.
+    drop(clients);
+    // The agent said why, naming the pod and the request as it came.
+    let line = graceful_tests::wait_for(10, "the agent's line on the bad request", || {
+        let logs = cluster.kubectl(&["-n", graceful_tests::cluster::AGENT_NAMESPACE, "logs", &agent]);
+        logs.lines()
+            .find(|l| l.contains("httpGet gate: bad request") && l.contains(&format!("{}/typo", ns.name)))
+            .map(str::to_string)
+    });
+    eprintln!("a 400 hook: SIGTERM {after_s:.2} s after the deletion; the agent: {line}");
+    assert!(
+        line.contains("max: invalid duration \"soon\"") && line.contains("status=400"),
+        "{line}"
+    );
+    assert!(after_s < 2.0, "SIGTERM {after_s:.2} s after the deletion");
+    // v1.20 takes the answer, whatever its status, for the hook's success.
+    graceful_tests::wait_for(30, "the pod to be gone", || ns.pod_gone("typo").then_some(()));
+    let kubelet = kubelet_events(&ns, &pod.uid);
+    assert!(
+        !kubelet.iter().any(|(r, _)| r == "FailedPreStopHook"),
+        "{kubelet:?}"
+    );
+}
+
+#[test]
+fn an_agent_restart_mid_drain_cuts_the_hook_and_the_kubelet_goes_on() {
+    let (cluster, _serial) = crate::node();
+    let ns = Namespace::create(&cluster, "httprestart");
+    ns.apply(&http_pod("cut", "policy=drained&min=0s&max=40s", 60));
+    let pod = Pod::wait_ready(&ns, "app=cut", 1, 60).remove(0);
+    wait_gate(&cluster, &pod);
+    let clients = Clients::open(&cluster, format!("{}:8080", pod.ip).parse().unwrap(), 2);
+    let mut log = pod.open_log("app");
+    ns.kubectl(&["delete", "pod", "cut", "--wait=false"]);
+    wait_drain_engaged(&cluster, &pod.uid, 20);
+    let agent = cluster.agent_pod(10);
+    let killed_ns = monotonic_ns();
+    cluster.kubectl(&[
+        "-n",
+        graceful_tests::cluster::AGENT_NAMESPACE,
+        "delete",
+        "pod",
+        &agent,
+        "--wait=false",
+    ]);
+    let sigterm = graceful_tests::wait_for(30, "the app's SIGTERM", || sigterm_ns(&mut log));
+    drop(clients);
+    let after_s = sigterm.saturating_sub(killed_ns) as f64 / 1e9;
+    eprintln!("the agent's pod deleted mid-drain: SIGTERM {after_s:.2} s later (max 40 s)");
+    // The agent's stop closes the hook's connection: the kubelet does not
+    // retry, it counts the hook failed and goes on, far from the deadline.
+    assert!(
+        after_s < 10.0,
+        "SIGTERM {after_s:.2} s after the agent's deletion"
+    );
+    let failed = graceful_tests::wait_for(20, "the kubelet's FailedPreStopHook Event", || {
+        kubelet_events(&ns, &pod.uid)
+            .into_iter()
+            .find(|(r, _)| r == "FailedPreStopHook")
+    });
+    eprintln!("the kubelet: {failed:?}");
+    cluster.agent_pod(120);
+}
