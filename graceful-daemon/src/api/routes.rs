@@ -25,20 +25,62 @@ const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=
 const ENDPOINTS: &str =
     "GET /v1/pods, /v1/pods/{uid|namespace/name}, /v1/drains, /v1/events, /healthz, /readyz, /metrics";
 
-pub async fn handle<B>(api: Arc<Api>, req: Request<B>) -> http::Response<Body> {
-    if req.method() != Method::GET && req.method() != Method::HEAD {
-        return error(
-            StatusCode::METHOD_NOT_ALLOWED,
-            format!("the local API is read-only: {ENDPOINTS}"),
-        );
+/// What a request asks for, from its method and path alone: the part of
+/// [`handle`] that needs nothing of the agent (fuzzed by
+/// `fuzz/fuzz_targets/api_request.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Route<'a> {
+    Healthz,
+    Readyz,
+    Metrics,
+    Pods,
+    Drains,
+    Events,
+    /// `/v1/pods/{want}`: a uid, uid prefix or namespace/name, for [`find`].
+    Pod(&'a str),
+}
+
+impl<'a> Route<'a> {
+    /// The route `method` and `path` ask for, or the status and one-line
+    /// message to answer with.
+    pub fn parse(method: &Method, path: &'a str) -> Result<Route<'a>, (StatusCode, String)> {
+        if method != Method::GET && method != Method::HEAD {
+            return Err((
+                StatusCode::METHOD_NOT_ALLOWED,
+                format!("the local API is read-only: {ENDPOINTS}"),
+            ));
+        }
+        Ok(match path {
+            "/healthz" => Route::Healthz,
+            "/readyz" => Route::Readyz,
+            "/metrics" => Route::Metrics,
+            "/v1/pods" => Route::Pods,
+            "/v1/drains" => Route::Drains,
+            "/v1/events" => Route::Events,
+            _ => match path.strip_prefix("/v1/pods/") {
+                Some(want) => Route::Pod(want),
+                None => {
+                    return Err((
+                        StatusCode::NOT_FOUND,
+                        format!("no such endpoint {}: {ENDPOINTS}", clip(path, MAX_ECHO)),
+                    ))
+                }
+            },
+        })
     }
-    let path = req.uri().path();
-    match path {
-        "/healthz" => match api.node.health() {
+}
+
+pub async fn handle<B>(api: Arc<Api>, req: Request<B>) -> http::Response<Body> {
+    let route = match Route::parse(req.method(), req.uri().path()) {
+        Ok(r) => r,
+        Err((code, message)) => return error(code, message),
+    };
+    match route {
+        Route::Healthz => match api.node.health() {
             Ok(()) => bytes(StatusCode::OK, "text/plain", "ok\n"),
             Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e),
         },
-        "/readyz" => {
+        Route::Readyz => {
             let s = api.node.status();
             let code = if s.ready {
                 StatusCode::OK
@@ -47,23 +89,17 @@ pub async fn handle<B>(api: Arc<Api>, req: Request<B>) -> http::Response<Body> {
             };
             json(code, &s)
         }
-        "/metrics" => metrics(&api),
-        "/v1/pods" => json(StatusCode::OK, &api.node.pods()),
-        "/v1/drains" => json(StatusCode::OK, &api.node.drains()),
-        "/v1/events" => feed::stream(api.node.clone(), api.resolver.subscribe()),
-        _ => match path.strip_prefix("/v1/pods/") {
-            Some(want) => {
-                let pods = api.node.pods();
-                match find(&pods, want) {
-                    Ok(p) => json(StatusCode::OK, p),
-                    Err(e) => error(StatusCode::NOT_FOUND, e),
-                }
+        Route::Metrics => metrics(&api),
+        Route::Pods => json(StatusCode::OK, &api.node.pods()),
+        Route::Drains => json(StatusCode::OK, &api.node.drains()),
+        Route::Events => feed::stream(api.node.clone(), api.resolver.subscribe()),
+        Route::Pod(want) => {
+            let pods = api.node.pods();
+            match find(&pods, want) {
+                Ok(p) => json(StatusCode::OK, p),
+                Err(e) => error(StatusCode::NOT_FOUND, e),
             }
-            None => error(
-                StatusCode::NOT_FOUND,
-                format!("no such endpoint {}: {ENDPOINTS}", clip(path, MAX_ECHO)),
-            ),
-        },
+        }
     }
 }
 
@@ -77,3 +113,6 @@ fn metrics(api: &Api) -> http::Response<Body> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
