@@ -18,7 +18,7 @@
 //! is the container's annotations, its `--scope container`, and its own
 //! drain.
 
-use crate::{check_containers, clip, duration, DrainRequest, Policy, Scope, MAX_ECHO};
+use crate::{check_containers, clip, duration, DrainRequest, Policy, Scope, MAX_ECHO, SETTINGS};
 
 /// The path the gate answers.
 pub const PATH: &str = "/drain";
@@ -26,17 +26,8 @@ pub const PATH: &str = "/drain";
 /// The longest query accepted: every setting fits in far less.
 pub const MAX_QUERY: usize = 4096;
 
-/// The keys a query may carry, in the order the docs list them.
-pub const KEYS: [&str; 8] = [
-    "policy",
-    "scope",
-    "min",
-    "max",
-    "settle",
-    "quiet",
-    "after-containers",
-    "container",
-];
+/// The key a query carries beside the [`SETTINGS`]: whose hook it is.
+pub const CONTAINER: &str = "container";
 
 /// A hook's request: the drain's settings, and the container it is for.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -64,11 +55,11 @@ pub fn parse(query: &str, started_unix_ms: u64) -> Result<HookQuery, String> {
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (raw_key, raw_value) = pair.split_once('=').unwrap_or((pair, ""));
         let key = decode(raw_key)?;
-        let Some(&known) = KEYS.iter().find(|k| **k == key) else {
+        let Some(&known) = SETTINGS.iter().chain([&CONTAINER]).find(|k| **k == key) else {
             return Err(format!(
-                "unknown setting {:?}: the gate takes {}",
+                "unknown setting {:?}: the gate takes {}, {CONTAINER}",
                 clip(&key, MAX_ECHO),
-                KEYS.join(", ")
+                SETTINGS.join(", ")
             ));
         };
         if seen.contains(&known) {
@@ -122,7 +113,7 @@ fn set(q: &mut HookQuery, key: &str, value: &str) -> Result<(), String> {
             check_containers(&names)?;
             r.after_containers = Some(names);
         }
-        "container" => {
+        CONTAINER => {
             // A DNS label, as the pod spec requires of container names.
             if value.len() > 63
                 || !value
@@ -136,7 +127,7 @@ fn set(q: &mut HookQuery, key: &str, value: &str) -> Result<(), String> {
             }
             q.container = Some(value.to_string());
         }
-        _ => unreachable!("parse only passes KEYS"),
+        _ => unreachable!("parse only passes SETTINGS and CONTAINER"),
     }
     Ok(())
 }

@@ -9,6 +9,19 @@ use serde::{Deserialize, Serialize};
 pub mod duration;
 pub mod hook_query;
 
+/// A drain's settings by the names people write them: graceful-wait's
+/// flags (without `--`), the `graceful.dev/` annotations' keys, and the
+/// httpGet gate's query.
+pub const SETTINGS: [&str; 7] = [
+    "policy",
+    "scope",
+    "min",
+    "max",
+    "settle",
+    "quiet",
+    "after-containers",
+];
+
 /// Largest request body the gate accepts.
 pub const MAX_BODY: usize = 64 * 1024;
 

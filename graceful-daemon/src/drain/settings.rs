@@ -23,7 +23,7 @@ use std::{collections::BTreeMap, time::Duration};
 
 use graceful_api::{
     check_containers, Accepted, DrainRequest, Policy, Scope, Source, DEFAULT_MAX_MS, DEFAULT_MIN_MS,
-    DEFAULT_QUIET_MS, DEFAULT_SETTLE_MS,
+    DEFAULT_QUIET_MS, DEFAULT_SETTLE_MS, SETTINGS as KEYS,
 };
 
 use crate::duration;
@@ -32,15 +32,6 @@ pub const PREFIX: &str = "graceful.dev/";
 /// The project's annotations that are not drain settings: the httpGet
 /// gate's opt-in and port (crate::httpgate). Known, so never "unknown".
 const OTHER_KEYS: [&str; 2] = ["gate", "gate-port"];
-const KEYS: [&str; 7] = [
-    "policy",
-    "scope",
-    "min",
-    "max",
-    "settle",
-    "quiet",
-    "after-containers",
-];
 
 /// What the agent knows of the calling pod from the Kubernetes API.
 #[derive(Clone, Debug, Default)]

@@ -8,7 +8,11 @@ use std::time::{Duration, Instant};
 pub use graceful_tests::cluster::release::sigterm_ns;
 use graceful_tests::monotonic_ns;
 use graceful_tests::{
-    cluster::{clients::Clients, pod::Pod, Cluster, Namespace, AGENT_NAMESPACE, AGENT_SELECTOR},
+    cluster::{
+        clients::Clients,
+        pod::{Log, Pod},
+        Cluster, Namespace, AGENT_NAMESPACE, AGENT_SELECTOR,
+    },
     EVENT_SLACK_MS,
 };
 
@@ -25,15 +29,53 @@ pub fn wait_drain_engaged(cluster: &Cluster, uid: &str, secs: u64) {
     });
 }
 
+/// The rest of a held pod's story, for either gate: its 3 clients close,
+/// its SIGTERM comes just after (the hook's settle is 200 ms), and once it
+/// is gone its `DrainReleased` Event says it drained from 3.
+pub fn held_until_the_last_close(
+    ns: &Namespace,
+    pod: &Pod,
+    mut clients: Clients,
+    log: &mut Log,
+    name: &str,
+    what: &str,
+) {
+    clients.close();
+    let closed_ns = monotonic_ns();
+    let sigterm = graceful_tests::wait_for(20, "the app's SIGTERM after the last close", || sigterm_ns(log));
+    let after_ms = sigterm.saturating_sub(closed_ns) as f64 / 1e6;
+    eprintln!("{what}SIGTERM {after_ms:.1} ms after the last client closed (settle 200 ms)");
+    assert!(
+        sigterm > closed_ns && after_ms >= 200.0 && after_ms < 200.0 + EVENT_SLACK_MS as f64,
+        "SIGTERM {after_ms:.1} ms after the last close: the settle is 200 ms"
+    );
+    graceful_tests::wait_for(30, "the pod to be gone", || ns.pod_gone(name).then_some(()));
+    let events = events_of(ns, &pod.uid);
+    let released = events
+        .iter()
+        .find(|(reason, _)| reason == "DrainReleased")
+        .unwrap_or_else(|| panic!("no DrainReleased Event on the pod: {events:?}"));
+    assert!(
+        released.1.contains("drained") && released.1.contains("3 inbound at start"),
+        "{released:?}"
+    );
+}
+
 /// The Events graceful left on the pod `uid`: (reason, message).
 pub fn events_of(ns: &Namespace, uid: &str) -> Vec<(String, String)> {
+    events_by(ns, uid, "graceful")
+}
+
+/// The Events `component` (graceful, kubelet) left on the pod `uid`:
+/// (reason, message).
+pub fn events_by(ns: &Namespace, uid: &str, component: &str) -> Vec<(String, String)> {
     let selector = format!("involvedObject.uid={uid}");
     let v = ns.json(&["get", "events", "--field-selector", &selector]);
     v["items"]
         .as_array()
         .into_iter()
         .flatten()
-        .filter(|e| e["source"]["component"] == "graceful" || e["reportingComponent"] == "graceful")
+        .filter(|e| e["source"]["component"] == component || e["reportingComponent"] == component)
         .map(|e| {
             (
                 e["reason"].as_str().unwrap_or_default().to_string(),
@@ -52,7 +94,7 @@ fn the_hook_holds_sigterm_until_the_last_client_closes_and_the_drain_leaves_an_e
     ];
     ns.apply(&crate::app_pod("held", Some(&hook), 30));
     let pod = Pod::wait_ready(&ns, "app=held", 1, 60).remove(0);
-    let mut clients = Clients::open(&cluster, format!("{}:8080", pod.ip).parse().unwrap(), 3);
+    let clients = Clients::open(&cluster, format!("{}:8080", pod.ip).parse().unwrap(), 3);
     let mut log = pod.open_log("app");
 
     ns.kubectl(&["delete", "pod", "held", "--wait=false"]);
@@ -65,28 +107,7 @@ fn the_hook_holds_sigterm_until_the_last_client_closes_and_the_drain_leaves_an_e
     );
     assert!(pod.container_running("app"));
 
-    clients.close();
-    let closed_ns = monotonic_ns();
-    let sigterm = graceful_tests::wait_for(20, "the app's SIGTERM after the last close", || {
-        sigterm_ns(&mut log)
-    });
-    let after_ms = sigterm.saturating_sub(closed_ns) as f64 / 1e6;
-    eprintln!("SIGTERM {after_ms:.1} ms after the last client closed (settle 200 ms)");
-    assert!(
-        sigterm > closed_ns && after_ms >= 200.0 && after_ms < 200.0 + EVENT_SLACK_MS as f64,
-        "SIGTERM {after_ms:.1} ms after the last close: the settle is 200 ms"
-    );
-
-    graceful_tests::wait_for(30, "the pod to be gone", || ns.pod_gone("held").then_some(()));
-    let events = events_of(&ns, &pod.uid);
-    let released = events
-        .iter()
-        .find(|(reason, _)| reason == "DrainReleased")
-        .unwrap_or_else(|| panic!("no DrainReleased Event on the pod: {events:?}"));
-    assert!(
-        released.1.contains("drained") && released.1.contains("3 inbound at start"),
-        "{released:?}"
-    );
+    held_until_the_last_close(&ns, &pod, clients, &mut log, "held", "");
 }
 
 /// Takes the DaemonSet away; puts it back on drop, and waits for its pod.

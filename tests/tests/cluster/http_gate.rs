@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 use graceful_tests::{
     cluster::{clients::Clients, pod::Pod, release::sigterm_ns, Cluster, Namespace, TEST_APP_IMAGE},
     http_hook::PORT,
-    monotonic_ns, EVENT_SLACK_MS,
+    monotonic_ns,
 };
 
-use crate::gate::{events_of, wait_drain_engaged, NoAgent};
+use crate::gate::{events_by, held_until_the_last_close, wait_drain_engaged, NoAgent};
 
 /// A pod of the test app that opts into the httpGet gate, under the
 /// restricted Pod Security rules: non-root, no privilege escalation, every
@@ -49,20 +49,7 @@ spec:
 
 /// The kubelet's own Events on pod `uid`: (reason, message).
 fn kubelet_events(ns: &Namespace, uid: &str) -> Vec<(String, String)> {
-    let selector = format!("involvedObject.uid={uid}");
-    let v = ns.json(&["get", "events", "--field-selector", &selector]);
-    v["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|e| e["source"]["component"] == "kubelet")
-        .map(|e| {
-            (
-                e["reason"].as_str().unwrap_or_default().to_string(),
-                e["message"].as_str().unwrap_or_default().to_string(),
-            )
-        })
-        .collect()
+    events_by(ns, uid, "kubelet")
 }
 
 /// Waits until the agent listens in the pod's namespace.
@@ -85,7 +72,7 @@ fn an_http_get_hook_holds_sigterm_until_the_last_client_closes() {
     ));
     let pod = Pod::wait_ready(&ns, "app=held", 1, 60).remove(0);
     wait_gate(&cluster, &pod);
-    let mut clients = Clients::open(&cluster, format!("{}:8080", pod.ip).parse().unwrap(), 3);
+    let clients = Clients::open(&cluster, format!("{}:8080", pod.ip).parse().unwrap(), 3);
     let mut log = pod.open_log("app");
 
     ns.kubectl(&["delete", "pod", "held", "--wait=false"]);
@@ -97,28 +84,7 @@ fn an_http_get_hook_holds_sigterm_until_the_last_client_closes() {
         "SIGTERM came while 3 clients were connected"
     );
 
-    clients.close();
-    let closed_ns = monotonic_ns();
-    let sigterm = graceful_tests::wait_for(20, "the app's SIGTERM after the last close", || {
-        sigterm_ns(&mut log)
-    });
-    let after_ms = sigterm.saturating_sub(closed_ns) as f64 / 1e6;
-    eprintln!("httpGet hook: SIGTERM {after_ms:.1} ms after the last client closed (settle 200 ms)");
-    assert!(
-        sigterm > closed_ns && after_ms >= 200.0 && after_ms < 200.0 + EVENT_SLACK_MS as f64,
-        "SIGTERM {after_ms:.1} ms after the last close: the settle is 200 ms"
-    );
-
-    graceful_tests::wait_for(30, "the pod to be gone", || ns.pod_gone("held").then_some(()));
-    let events = events_of(&ns, &pod.uid);
-    let released = events
-        .iter()
-        .find(|(reason, _)| reason == "DrainReleased")
-        .unwrap_or_else(|| panic!("no DrainReleased Event on the pod: {events:?}"));
-    assert!(
-        released.1.contains("drained") && released.1.contains("3 inbound at start"),
-        "{released:?}"
-    );
+    held_until_the_last_close(&ns, &pod, clients, &mut log, "held", "httpGet hook: ");
     // The hook succeeded: the kubelet saw a 200.
     let kubelet = kubelet_events(&ns, &pod.uid);
     assert!(
