@@ -2,7 +2,11 @@
 //! watch, the drains and their transports, the local API; then the run
 //! until a signal, and the stop.
 
-use std::{path::Path, sync::Arc, time::Duration};
+use std::{
+    path::Path,
+    sync::{atomic::AtomicUsize, Arc},
+    time::Duration,
+};
 
 use tokio::sync::broadcast::{self, error::RecvError};
 use tracing::{error, info, warn};
@@ -114,9 +118,9 @@ pub async fn serve(
             server::serve(listener, socket, drainer.clone(), shares.clone()),
         );
     }
-    if let Some(k) = &kube {
-        start_http_gate(&mut tasks, &settings, k, &watcher, &hier, &drainer, &shares);
-    }
+    let http_gates = kube
+        .as_ref()
+        .and_then(|k| start_http_gate(&mut tasks, &settings, k, &watcher, &hier, &drainer, &shares));
     let node = Arc::new(Node {
         pins: pins.clone(),
         index: watcher.resolver().shared(),
@@ -129,6 +133,7 @@ pub async fn serve(
         metrics_max_pods: settings.metrics_max_pods,
         pinned: pinned.clone(),
         gate,
+        http_gates,
     });
     let api = Arc::new(Api {
         registry: recorder.registry(Arc::<Node>::downgrade(&node)),
@@ -188,7 +193,7 @@ pub async fn serve(
 /// Starts the httpGet gate's listeners (pods opt in through the API's
 /// annotations, so only with the API). Without the node's namespace the
 /// gate cannot tell the kubelet from anyone: one line, and the agent goes
-/// on with the exec gate alone.
+/// on with the exec gate alone. The count of its open listeners, once on.
 fn start_http_gate(
     tasks: &mut Tasks,
     settings: &Settings,
@@ -197,12 +202,12 @@ fn start_http_gate(
     hier: &Hierarchy,
     drainer: &Arc<Drainer>,
     shares: &Arc<Shares>,
-) {
+) -> Option<Arc<AtomicUsize>> {
     let node = match NodeAddrs::open(&settings.node_netns) {
         Ok(n) => Arc::new(n),
         Err(e) => {
             error!("{e}: the httpGet gate is off; pods' httpGet hooks fail open");
-            return;
+            return None;
         }
     };
     info!(node_addresses = ?node.current(), "httpGet gate on: pods opt in with graceful.dev/gate: http");
@@ -218,10 +223,12 @@ fn start_http_gate(
         kube.events.clone(),
         ctx,
     );
+    let listening = gates.listening();
     tasks.spawn(
         "http gate",
         gates.run(kube.store.subscribe(), watcher.resolver().subscribe()),
     );
+    Some(listening)
 }
 
 /// Pins again what was removed from under the agent (nothing was lost:

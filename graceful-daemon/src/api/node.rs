@@ -4,7 +4,10 @@
 
 use std::{
     collections::BTreeMap,
-    sync::{Arc, RwLock},
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc, RwLock,
+    },
 };
 
 use graceful_common::{stat, CgroupCounters};
@@ -44,6 +47,8 @@ pub struct Node {
     pub pinned: Arc<Pinned>,
     /// The gate's socket; `None` without a gate.
     pub gate: Option<Arc<Socket>>,
+    /// How many httpGet gate listeners are open; `None` with the gate off.
+    pub http_gates: Option<Arc<AtomicUsize>>,
 }
 
 /// `/v1/drains`: the drains in progress and released, and the
@@ -230,6 +235,7 @@ impl LiveSource for Node {
             pods: figures,
             pod_count,
             drains_active: self.drains.active().len(),
+            http_gates: self.http_gates.as_ref().map_or(0, |n| n.load(Ordering::Relaxed)),
             terminating: terminations.map(|t| t.all_watching().len()).unwrap_or(0),
             kernel,
             counters_entries: counters.len() as u64,

@@ -50,6 +50,8 @@ pub struct MetricsSnapshot {
     pub pod_count: usize,
     pub unlabelled: usize,
     pub drains_active: usize,
+    /// httpGet gate listeners open in pods' network namespaces.
+    pub http_gates: usize,
     pub terminating: usize,
     pub kernel: KernelFigures,
     pub counters_entries: u64,
@@ -126,7 +128,7 @@ impl Collector for Live {
             MetricType::Gauge,
             &pod_rows(|p| p.outbound),
         )?;
-        let gauges: [(&str, &str, u64); 9] = [
+        let gauges: [(&str, &str, u64); 10] = [
             ("pods", "Pods with cgroups on this node", snap.pod_count as u64),
             (
                 "pods_unlabelled",
@@ -134,6 +136,11 @@ impl Collector for Live {
                 snap.unlabelled as u64,
             ),
             ("drains_active", "Drains in progress", snap.drains_active as u64),
+            (
+                "http_gates",
+                "httpGet gate listeners open in opted-in pods' network namespaces",
+                snap.http_gates as u64,
+            ),
             (
                 "terminating_watched",
                 "Terminating pods whose inbound connections are being watched to zero",

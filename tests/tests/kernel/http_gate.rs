@@ -2,7 +2,7 @@
 //! fake API) listens inside each opted-in pod's network namespace; the
 //! hook's `GET /drain`, sent from the node's namespace as the kubelet
 //! sends it, is held until the pod's clients have gone. Refusals are
-//! Warning Events; strangers get 403, garbage 400; listeners come and go
+//! Warning Events (a declared port, a taken one, hostNetwork); strangers get 403, garbage 400; listeners come and go
 //! with their pods and hold no namespace after them.
 
 use std::{
@@ -26,7 +26,7 @@ use graceful_tests::{
 };
 use serde_json::{json, Value};
 
-use crate::{require_root, settle};
+use crate::{metric, require_root, settle};
 
 const HOOK: &str = "/drain?policy=drained&settle=100ms&min=0s&max=20s";
 
@@ -187,15 +187,21 @@ fn a_pod_whose_port_is_declared_or_taken_gets_a_warning_event_and_no_listener() 
     let mut obj = pod_object(&taken, json!({"graceful.dev/gate": "http"}));
     obj["metadata"]["name"] = json!("taken");
     s.api.push(&watch_line("ADDED", &obj));
+    // A third, on the node's own network.
+    let host = SimPod::create(1);
+    let mut obj = pod_object(&host, json!({"graceful.dev/gate": "http"}));
+    obj["metadata"]["name"] = json!("host");
+    obj["spec"]["hostNetwork"] = json!(true);
+    s.api.push(&watch_line("ADDED", &obj));
 
-    let events = graceful_tests::wait_for(15, "two HttpGateRefused Events", || {
+    let events = graceful_tests::wait_for(15, "three HttpGateRefused Events", || {
         let e: Vec<Value> = s
             .api
             .events()
             .into_iter()
             .filter(|e| e["reason"] == "HttpGateRefused")
             .collect();
-        (e.len() >= 2).then_some(e)
+        (e.len() >= 3).then_some(e)
     });
     let message = |uid: &str| -> String {
         let e = events
@@ -225,7 +231,7 @@ fn a_pod_whose_port_is_declared_or_taken_gets_a_warning_event_and_no_listener() 
         .iter()
         .filter(|e| e["reason"] == "HttpGateRefused")
         .count();
-    assert_eq!(again, 2, "refusals posted again: {:?}", s.api.events());
+    assert_eq!(again, 3, "refusals posted again: {:?}", s.api.events());
     app.kill();
 }
 
@@ -305,6 +311,7 @@ fn listeners_follow_a_hundred_pods_and_hold_no_namespace_after_them() {
             wait_listening(ns, PORT, 10);
             inodes.push(std::fs::metadata(ns.path()).unwrap().ino());
         }
+        assert_eq!(metric(&agent, "graceful_http_gates"), 10);
         // Half leave by the API first, half by their processes first: both
         // close the listener.
         for (i, (pod, ns, peer, obj)) in pods.into_iter().enumerate() {
@@ -327,6 +334,7 @@ fn listeners_follow_a_hundred_pods_and_hold_no_namespace_after_them() {
         held.is_empty().then_some(held)
     });
     assert!(held.is_empty());
+    assert_eq!(metric(&agent, "graceful_http_gates"), 0);
     let fds_after = std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count();
     assert!(
         fds_after <= fds_before + 2,

@@ -118,6 +118,20 @@ pub fn repaired_sockets(agent: &Agent) -> u64 {
         .unwrap_or_else(|| panic!("no graceful_repaired_sockets_total in the metrics:\n{figures}"))
 }
 
+/// One unlabelled figure of the agent's `/metrics` (`graceful_http_gates`).
+pub fn metric(agent: &Agent, name: &str) -> u64 {
+    let s = std::os::unix::net::UnixStream::connect(agent.api_sock()).expect("the agent's API");
+    let mut r =
+        graceful_wait::http::get(s, "/metrics", Some(std::time::Duration::from_secs(5))).expect("/metrics");
+    let prefix = format!("{name} ");
+    while let Ok(Some(l)) = r.next_line() {
+        if let Some(v) = l.strip_prefix(&prefix) {
+            return v.trim().parse().unwrap_or_else(|e| panic!("{l}: {e}"));
+        }
+    }
+    panic!("no {name} in the agent's /metrics")
+}
+
 /// The kernel programs' counters (storage failures, untracked sockets,
 /// underflows, lost events...) from the agent's `/metrics`, for a failure
 /// message: they tell a miscount's cause.
