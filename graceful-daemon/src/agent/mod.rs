@@ -48,6 +48,8 @@ pub struct Settings {
     pub repair_interval: Duration,
     /// `0s`: pins removed under the agent are not put back.
     pub repin_interval: Duration,
+    /// How long a SIGTERM'd agent serves on while httpGet drains run.
+    pub stop_hold: Duration,
     pub gate_dir: Option<PathBuf>,
     /// Where the node's addresses are read, for the httpGet gate's peers.
     pub node_netns: PathBuf,

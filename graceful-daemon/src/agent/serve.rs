@@ -4,7 +4,10 @@
 
 use std::{
     path::Path,
-    sync::{atomic::AtomicUsize, Arc},
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc,
+    },
     time::Duration,
 };
 
@@ -118,9 +121,10 @@ pub async fn serve(
             server::serve(listener, socket, drainer.clone(), shares.clone()),
         );
     }
-    let http_gates = kube
+    let http_gate = kube
         .as_ref()
         .and_then(|k| start_http_gate(&mut tasks, &settings, k, &watcher, &hier, &drainer, &shares));
+    let http_gates = http_gate.as_ref().map(|(listening, _)| listening.clone());
     let node = Arc::new(Node {
         pins: pins.clone(),
         index: watcher.resolver().shared(),
@@ -180,6 +184,9 @@ pub async fn serve(
             }
         }
     }
+    if let Some((_, ctx)) = &http_gate {
+        hold_http_drains(ctx, settings.stop_hold, &mut term, &mut int).await;
+    }
     let left = tasks.shutdown(STOP_LIMIT).await;
     if !left.is_empty() {
         warn!(tasks = ?left, limit_s = STOP_LIMIT.as_secs(), "agent tasks still ran past the stop limit");
@@ -193,7 +200,8 @@ pub async fn serve(
 /// Starts the httpGet gate's listeners (pods opt in through the API's
 /// annotations, so only with the API). Without the node's namespace the
 /// gate cannot tell the kubelet from anyone: one line, and the agent goes
-/// on with the exec gate alone. The count of its open listeners, once on.
+/// on with the exec gate alone. Once on: the count of its open listeners,
+/// and what its drains share.
 fn start_http_gate(
     tasks: &mut Tasks,
     settings: &Settings,
@@ -202,7 +210,7 @@ fn start_http_gate(
     hier: &Hierarchy,
     drainer: &Arc<Drainer>,
     shares: &Arc<Shares>,
-) -> Option<Arc<AtomicUsize>> {
+) -> Option<(Arc<AtomicUsize>, Arc<Ctx>)> {
     let node = match NodeAddrs::open(&settings.node_netns) {
         Ok(n) => Arc::new(n),
         Err(e) => {
@@ -215,20 +223,56 @@ fn start_http_gate(
         drainer: drainer.clone(),
         shares: shares.clone(),
         node,
+        in_flight: AtomicUsize::new(0),
     });
     let gates = Gates::new(
         kube.store.clone(),
         watcher.resolver().shared(),
         hier.clone(),
         kube.events.clone(),
-        ctx,
+        ctx.clone(),
     );
     let listening = gates.listening();
     tasks.spawn(
         "http gate",
         gates.run(kube.store.subscribe(), watcher.resolver().subscribe()),
     );
-    Some(listening)
+    Some((listening, ctx))
+}
+
+/// A stopping agent serves on (every task still runs) while httpGet
+/// drains are in progress, for at most `limit`: their hooks' connections
+/// would be cut, and the kubelet does not retry a hook. A second signal
+/// stops it at once.
+async fn hold_http_drains(
+    ctx: &Ctx,
+    limit: Duration,
+    term: &mut tokio::signal::unix::Signal,
+    int: &mut tokio::signal::unix::Signal,
+) {
+    let running = || ctx.in_flight.load(Ordering::Acquire);
+    if running() == 0 || limit.is_zero() {
+        return;
+    }
+    info!(
+        drains = running(),
+        limit_s = limit.as_secs_f64(),
+        "finishing the httpGet drains in progress before stopping: their hooks cannot reconnect"
+    );
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut tick = tokio::time::interval(Duration::from_millis(20));
+    while running() > 0 {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = tokio::time::sleep_until(deadline) => {
+                warn!(drains = running(), limit_s = limit.as_secs_f64(), "httpGet drains still ran at --stop-hold: their hooks fail open now");
+                return;
+            }
+            _ = term.recv(), if running() > 0 => { warn!(drains = running(), "second SIGTERM: stopping now"); return }
+            _ = int.recv(), if running() > 0 => { warn!(drains = running(), "SIGINT: stopping now"); return }
+        }
+    }
+    info!("the httpGet drains in progress are finished");
 }
 
 /// Pins again what was removed from under the agent (nothing was lost:

@@ -35,6 +35,13 @@ pub struct Args {
     /// through pid 1, by default; the agent sees it with `hostPID`.
     #[arg(long, env = "GRACEFUL_NODE_NETNS", default_value = crate::httpgate::addrs::DEFAULT_NETNS)]
     pub node_netns: PathBuf,
+    /// On SIGTERM, how long the agent keeps serving while httpGet drains are
+    /// in progress: the kubelet does not retry a hook whose connection is
+    /// cut (graceful-wait reconnects to the next agent), so they are
+    /// finished first. Keep it under the DaemonSet's grace period less 5 s.
+    /// `0s`: stop at once.
+    #[arg(long, default_value = "20s", value_parser = crate::duration::parse)]
+    pub stop_hold: Duration,
     /// The time an app needs after SIGTERM to finish: a drain's default
     /// deadline is the pod's grace period less this.
     #[arg(long, env = "GRACEFUL_SHUTDOWN_BUDGET", default_value = "5s", value_parser = crate::duration::parse)]
@@ -64,6 +71,7 @@ impl From<Args> for agent::Settings {
             gc_interval: a.gc_interval,
             repair_interval: a.repair_interval,
             repin_interval: a.repin_interval,
+            stop_hold: a.stop_hold,
             gate_dir: a.gate_dir,
             node_netns: a.node_netns,
             shutdown_budget: a.shutdown_budget,

@@ -34,6 +34,24 @@ pub struct Ctx {
     pub drainer: Arc<Drainer>,
     pub shares: Arc<Shares>,
     pub node: Arc<NodeAddrs>,
+    /// Drains whose hook waits now: a stopping agent finishes them first.
+    pub in_flight: AtomicUsize,
+}
+
+/// One drain counted in [`Ctx::in_flight`] while it runs.
+struct InFlight<'a>(&'a AtomicUsize);
+
+impl<'a> InFlight<'a> {
+    fn new(n: &'a AtomicUsize) -> InFlight<'a> {
+        n.fetch_add(1, Ordering::AcqRel);
+        InFlight(n)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// One pod's listener: whose it is, and the namespace it listens in.
@@ -231,7 +249,9 @@ async fn handle(gate: Arc<Gate>, ctx: Arc<Ctx>, req: Request<hyper::body::Incomi
     };
     // Dropped with the connection (the kubelet gave up): the drain is
     // abandoned, as a hook that goes away abandons it on the socket.
+    let counted = InFlight::new(&ctx.in_flight);
     let result = ctx.drainer.clone().run(prepared, |_| {}).await;
+    drop(counted);
     drop(ticket);
     match result {
         Ok(released) => {

@@ -385,3 +385,53 @@ fn after_an_agent_restart_the_listeners_are_back_within_a_second() {
         "{a:?}"
     );
 }
+
+#[test]
+fn a_stopping_agent_finishes_its_http_drains_before_it_goes() {
+    require_root!();
+    let mut s = Scene::new(json!({"graceful.dev/gate": "http"}));
+    wait_listening(&s.net.b, PORT, 10);
+    let (_lb, mut clients) = s.clients(1);
+    let gate = s.gate();
+    let pid = s.agent.pid().unwrap() as i32;
+    let answer = std::thread::scope(|t| {
+        let node = &s.net.a;
+        let hook = t.spawn(move || get(node, gate, HOOK, Duration::from_secs(30)));
+        wait_draining(&s.agent, 1);
+        // SAFETY: a signal to the agent this test started.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+        std::thread::sleep(Duration::from_millis(800));
+        assert!(
+            !hook.is_finished(),
+            "the hook was cut when its agent was told to stop"
+        );
+        assert!(
+            std::path::Path::new(&format!("/proc/{pid}")).exists(),
+            "the agent left its drain"
+        );
+        clients.cmd("close-out 1 fin");
+        hook.join().unwrap()
+    });
+    let answer = answer.expect("the hook's answer from the stopping agent");
+    assert_eq!(
+        (answer.status, answer.json()["reason"].clone()),
+        (200, json!("drained")),
+        "{answer:?}"
+    );
+    // Its first SIGTERM is enough: it goes once the drain is answered.
+    graceful_tests::wait_for(10, "the agent to stop once its drain was answered", || {
+        (!std::path::Path::new(&format!("/proc/{pid}/cmdline")).exists()
+            || std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| st.contains(") Z ")))
+        .then_some(())
+    });
+    s.agent.stop();
+    let log = s.agent.log_text();
+    assert!(
+        log.contains("finishing the httpGet drains in progress before stopping"),
+        "{log}"
+    );
+    assert!(
+        log.contains("the httpGet drains in progress are finished"),
+        "{log}"
+    );
+}
