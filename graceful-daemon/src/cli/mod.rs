@@ -38,7 +38,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the node agent: load and attach the programs, adopt existing sockets, serve.
-    Daemon(daemon::Args),
+    Daemon(Box<daemon::Args>),
     /// Show live TCP connection counts per cgroup, from the pinned maps.
     Cgroups(cgroups::Args),
     /// Check that this node can run graceful; each problem is one line saying what to do.
@@ -77,7 +77,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
     crate::logging::init(cli.log_format);
     let pins = cli.pins();
     match cli.command {
-        Command::Daemon(args) => daemon::run(&pins, &cli.api_socket, args),
+        Command::Daemon(args) => daemon::run(&pins, &cli.api_socket, *args),
         Command::Cgroups(args) => cgroups::run(&pins, args),
         Command::Doctor(args) => doctor::run(&pins, args),
         Command::Uninstall(args) => uninstall::run(&pins, args),

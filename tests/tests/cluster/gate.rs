@@ -29,6 +29,24 @@ pub fn wait_drain_engaged(cluster: &Cluster, uid: &str, secs: u64) {
     });
 }
 
+/// The start of a held pod's story, for either gate: with 3 clients
+/// connected the pod `name` is deleted; its drain is engaged and, 2 s on,
+/// its app has still had no SIGTERM. Its clients and its app's log.
+pub fn deleted_with_clients(cluster: &Cluster, ns: &Namespace, pod: &Pod, name: &str) -> (Clients, Log) {
+    let clients = Clients::open(cluster, format!("{}:8080", pod.ip).parse().unwrap(), 3);
+    let mut log = pod.open_log("app");
+    ns.kubectl(&["delete", "pod", name, "--wait=false"]);
+    wait_drain_engaged(cluster, &pod.uid, 20);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        sigterm_ns(&mut log),
+        None,
+        "SIGTERM came while 3 clients were connected"
+    );
+    assert!(pod.container_running("app"));
+    (clients, log)
+}
+
 /// The rest of a held pod's story, for either gate: its 3 clients close,
 /// its SIGTERM comes just after (the hook's settle is 200 ms), and once it
 /// is gone its `DrainReleased` Event says it drained from 3.
@@ -96,18 +114,7 @@ fn the_hook_holds_sigterm_until_the_last_client_closes_and_the_drain_leaves_an_e
     ];
     ns.apply(&crate::app_pod("held", Some(&hook), 30));
     let pod = Pod::wait_ready(&ns, "app=held", 1, 60).remove(0);
-    let clients = Clients::open(&cluster, format!("{}:8080", pod.ip).parse().unwrap(), 3);
-    let mut log = pod.open_log("app");
-
-    ns.kubectl(&["delete", "pod", "held", "--wait=false"]);
-    wait_drain_engaged(&cluster, &pod.uid, 20);
-    std::thread::sleep(Duration::from_secs(2));
-    assert_eq!(
-        sigterm_ns(&mut log),
-        None,
-        "SIGTERM came while 3 clients were connected"
-    );
-    assert!(pod.container_running("app"));
+    let (clients, mut log) = deleted_with_clients(&cluster, &ns, &pod, "held");
 
     held_until_the_last_close(&ns, &pod, clients, &mut log, "held", "");
 }

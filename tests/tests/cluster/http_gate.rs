@@ -12,7 +12,7 @@ use graceful_tests::{
     monotonic_ns,
 };
 
-use crate::gate::{events_by, held_until_the_last_close, wait_drain_engaged, NoAgent};
+use crate::gate::{deleted_with_clients, events_by, held_until_the_last_close, wait_drain_engaged, NoAgent};
 
 /// A pod of the test app that opts into the httpGet gate, under the
 /// restricted Pod Security rules: non-root, no privilege escalation, every
@@ -72,17 +72,7 @@ fn an_http_get_hook_holds_sigterm_until_the_last_client_closes() {
     ));
     let pod = Pod::wait_ready(&ns, "app=held", 1, 60).remove(0);
     wait_gate(&cluster, &pod);
-    let clients = Clients::open(&cluster, format!("{}:8080", pod.ip).parse().unwrap(), 3);
-    let mut log = pod.open_log("app");
-
-    ns.kubectl(&["delete", "pod", "held", "--wait=false"]);
-    wait_drain_engaged(&cluster, &pod.uid, 20);
-    std::thread::sleep(Duration::from_secs(2));
-    assert_eq!(
-        sigterm_ns(&mut log),
-        None,
-        "SIGTERM came while 3 clients were connected"
-    );
+    let (clients, mut log) = deleted_with_clients(&cluster, &ns, &pod, "held");
 
     held_until_the_last_close(&ns, &pod, clients, &mut log, "held", "httpGet hook: ");
     // The hook succeeded: the kubelet saw a 200.
