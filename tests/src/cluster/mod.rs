@@ -203,9 +203,28 @@ impl<'a> Namespace<'a> {
         self.cluster.json(&a)
     }
 
-    /// `kubectl apply -k DIR -n NAME`.
+    /// `kubectl apply -k DIR -n NAME`. The examples' `web` Service has a
+    /// fixed ClusterIP (the node runs no DNS): v1.20 may have given it, at
+    /// random, to another Service of the same apply, or the last test's
+    /// may still hold it. Then this namespace's Services go and the apply
+    /// is tried again, for half a minute.
     pub fn apply_kustomization(&self, dir: &std::path::Path) {
-        self.kubectl(&["apply", "-k", &dir.to_string_lossy()]);
+        let dir = dir.to_string_lossy();
+        let a = ["-n", self.name.as_str(), "apply", "-k", &dir];
+        for _ in 0..30 {
+            match self.cluster.try_kubectl(&a) {
+                Ok(_) => return,
+                Err(e) if e.contains("provided IP is already allocated") => {
+                    eprintln!("{}: a fixed ClusterIP is taken; trying again: {e}", self.name);
+                    let _ = self
+                        .cluster
+                        .try_kubectl(&["-n", &self.name, "delete", "services", "--all"]);
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        self.cluster.kubectl(&a);
     }
 
     pub fn apply(&self, yaml: &str) {
