@@ -116,6 +116,7 @@ impl Drainer {
             arrived_ns,
             r.resumed.is_some(),
             acc.max_ms,
+            facts.deletion_requested_unix_ms,
         );
         acc.warnings.extend(clamped);
         let span =
@@ -282,7 +283,10 @@ impl Clocks {
 /// converted), but never earlier than its request's arrival less
 /// [`START_ALLOWANCE_MS`], or, for a drain resumed after an agent
 /// restart, less its deadline (a drain older than that would have been
-/// released). The client's clock is its own to set: a start of 0 would
+/// released) and not before the pod's deletion was requested, when the
+/// API has told it (`deleted_unix_ms`): the kubelet runs no hook before,
+/// and the new agent has no record of the first attempt to go by. The
+/// client's clock is its own to set: a start of 0 would
 /// release at once as a 58-minute "deadline" in every report and metric.
 /// A start that had to be moved comes with a warning for the accepted
 /// settings.
@@ -292,12 +296,28 @@ pub fn bounded_start(
     arrived_ns: u64,
     resumed: bool,
     max_ms: u64,
+    deleted_unix_ms: Option<u64>,
 ) -> (u64, Option<String>) {
     // A start in the future (clock skew) counts as now.
-    let ago_ms = now.unix_ms.saturating_sub(started_unix_ms);
-    let asked = now.monotonic_ns.saturating_sub(ago_ms.saturating_mul(1_000_000));
+    let on_kernel_clock = |unix_ms: u64| {
+        let ago_ms = now.unix_ms.saturating_sub(unix_ms);
+        now.monotonic_ns.saturating_sub(ago_ms.saturating_mul(1_000_000))
+    };
+    let asked = on_kernel_clock(started_unix_ms);
     let allowance_ms = if resumed { max_ms } else { START_ALLOWANCE_MS };
     let earliest = arrived_ns.saturating_sub(allowance_ms.saturating_mul(1_000_000));
+    if resumed {
+        if let Some(deleted) = deleted_unix_ms.map(on_kernel_clock).filter(|d| *d > earliest) {
+            if asked < deleted {
+                let warning = format!(
+                    "started_unix_ms {started_unix_ms} is {} before the pod's deletion was requested, when no hook had begun: \
+                     the resumed drain counts from the deletion instead",
+                    secs(deleted.saturating_sub(asked) / 1_000_000),
+                );
+                return (deleted, Some(warning));
+            }
+        }
+    }
     if asked >= earliest {
         return (asked, None);
     }

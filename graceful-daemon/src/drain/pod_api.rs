@@ -37,6 +37,9 @@ impl PodApi {
             grace_period_seconds: p
                 .deletion_grace_period_seconds
                 .or(p.termination_grace_period_seconds),
+            deletion_requested_unix_ms: p
+                .deletion_requested_at()
+                .and_then(|t| u64::try_from(t.as_millisecond()).ok()),
         }
     }
 

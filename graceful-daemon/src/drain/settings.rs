@@ -40,6 +40,9 @@ pub struct PodFacts {
     /// The caller's container name, when known.
     pub container: Option<String>,
     pub grace_period_seconds: Option<i64>,
+    /// When the pod's deletion was requested (Unix ms, to the API's whole
+    /// second): no hook's drain begins before it.
+    pub deletion_requested_unix_ms: Option<u64>,
 }
 
 struct Resolver<'a> {

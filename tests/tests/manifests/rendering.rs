@@ -214,6 +214,7 @@ pub(super) fn drain_fits(
         annotations,
         container: Some(container.to_string()),
         grace_period_seconds: Some(grace_s),
+        deletion_requested_unix_ms: None,
     };
     let acc = settings::resolve(req, &facts, BUDGET);
     if !acc.warnings.is_empty() {

@@ -8,6 +8,7 @@ fn facts(annotations: &[(&str, &str)], grace: Option<i64>) -> PodFacts {
             .collect(),
         container: Some("app".into()),
         grace_period_seconds: grace,
+        deletion_requested_unix_ms: None,
     }
 }
 
