@@ -158,6 +158,7 @@ impl Scene {
             .daemon_args
             .extend(["--node-netns".into(), net.a.path().to_string()]);
         agent.start();
+        wait_watching(&api);
         Scene {
             _rt: rt,
             api,
@@ -182,4 +183,13 @@ impl Scene {
         crate::wait_for(10, "accepts", || (self.app.accepted() == n as u64).then_some(()));
         (lb, c)
     }
+}
+
+/// Waits until the agent holds its pod watch open: what the fake API
+/// pushes before that is lost (under qemu the watch opens well after the
+/// agent is ready).
+pub fn wait_watching(api: &FakeApi) {
+    crate::wait_for(30, "the agent's pod watch", || {
+        (api.open_watches() >= 1).then_some(())
+    });
 }

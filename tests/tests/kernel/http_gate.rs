@@ -13,7 +13,9 @@ use std::{
 use graceful_tests::{
     agent::Agent,
     gate::wait_draining,
-    http_hook::{get, list, listening, pod_object, send, wait_listening, watch_line, Scene, PORT},
+    http_hook::{
+        get, list, listening, pod_object, send, wait_listening, wait_watching, watch_line, Scene, PORT,
+    },
     k8s::{
         fake_api::{FakeApi, Reply},
         with_api,
@@ -289,6 +291,7 @@ fn listeners_follow_a_hundred_pods_and_hold_no_namespace_after_them() {
         .daemon_args
         .extend(["--node-netns".into(), node.path().to_string()]);
     agent.start();
+    wait_watching(&api);
     let pid = agent.pid().unwrap();
     let fds_before = std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count();
 
