@@ -67,6 +67,17 @@ pub enum Busy {
     Draining { who: String },
 }
 
+impl Busy {
+    /// The HTTP answer: 503 when the server is full (nothing the caller
+    /// did), 429 when the caller is past its own share.
+    pub fn status(&self) -> http::StatusCode {
+        match self {
+            Busy::Full(_) => http::StatusCode::SERVICE_UNAVAILABLE,
+            _ => http::StatusCode::TOO_MANY_REQUESTS,
+        }
+    }
+}
+
 /// The shares in use.
 #[derive(Debug)]
 pub struct Shares {

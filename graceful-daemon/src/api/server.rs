@@ -7,7 +7,6 @@
 
 use std::{os::fd::AsRawFd, path::Path, sync::Arc, time::Duration};
 
-use http::StatusCode;
 use tokio::{
     io::{AsyncRead, AsyncWrite},
     net::{TcpListener, UnixListener},
@@ -17,7 +16,7 @@ use tracing::{debug, warn};
 use super::routes::{handle, Api};
 use crate::{
     http_conn,
-    share::{Busy, Shares, Ticket},
+    share::{Shares, Ticket},
 };
 
 fn serve_conn<IO>(api: Arc<Api>, io: IO, ticket: Ticket)
@@ -59,10 +58,7 @@ pub async fn serve<L: Accept>(listener: L, api: Arc<Api>, shares: Arc<Shares>) {
             Ok((s, caller)) => match shares.connect(&caller) {
                 Ok(ticket) => serve_conn(api.clone(), s, ticket),
                 Err(busy) => {
-                    let status = match busy {
-                        Busy::Full(_) => StatusCode::SERVICE_UNAVAILABLE,
-                        _ => StatusCode::TOO_MANY_REQUESTS,
-                    };
+                    let status = busy.status();
                     api.node.metrics.error("api_busy");
                     debug!(error = %busy, "API: refused a connection past its share");
                     http_conn::answer_now(&s, status, &busy.to_string());

@@ -24,7 +24,7 @@ use crate::{
     },
     http_conn,
     reply::{error, json, line_bytes, ndjson, Body},
-    share::{Busy, Shares},
+    share::Shares,
 };
 
 /// How long a client may take to send its body (its head:
@@ -76,10 +76,7 @@ pub async fn serve(
         let ticket = match shares.connect(&key) {
             Ok(t) => t,
             Err(busy) => {
-                let status = match busy {
-                    Busy::Full(_) => StatusCode::SERVICE_UNAVAILABLE,
-                    _ => StatusCode::TOO_MANY_REQUESTS,
-                };
+                let status = busy.status();
                 debug!(error = %busy, "gate: refused a connection past its share");
                 drainer.metrics.error(if status == StatusCode::TOO_MANY_REQUESTS {
                     "gate_caller_limit"

@@ -25,7 +25,7 @@ use crate::{
     gate::server::refused,
     http_conn,
     reply::{error, json, Body},
-    share::{Busy, Shares},
+    share::Shares,
     sync,
 };
 
@@ -164,10 +164,7 @@ pub async fn serve(listener: TcpListener, gate: Arc<Gate>, ctx: Arc<Ctx>) {
         let ticket = match ctx.shares.connect(&gate.uid) {
             Ok(t) => t,
             Err(busy) => {
-                let status = match busy {
-                    Busy::Full(_) => StatusCode::SERVICE_UNAVAILABLE,
-                    _ => StatusCode::TOO_MANY_REQUESTS,
-                };
+                let status = busy.status();
                 debug!(pod = %gate.pod, error = %busy, "httpGet gate: refused a connection past its share");
                 ctx.drainer.metrics.error("http_gate_busy");
                 http_conn::answer_now(&stream, status, &busy.to_string());
