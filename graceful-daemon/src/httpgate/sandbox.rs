@@ -25,9 +25,3 @@ pub fn netns_of(index: &RwLock<PodIndex>, hier: &Hierarchy, uid: &str) -> Option
             .find_map(|pid| NetNs::open(format!("/proc/{pid}/ns/net")).ok())
     })
 }
-
-/// Whether the pod has a process left in any of its cgroups (the
-/// listener's reason to stay).
-pub fn alive(index: &RwLock<PodIndex>, hier: &Hierarchy, uid: &str) -> bool {
-    netns_of(index, hier, uid).is_some()
-}
