@@ -24,8 +24,8 @@ use crate::{
     pod::SimPod,
 };
 
-/// The agent's default port for the gate (graceful-daemon's httpgate).
-pub const PORT: u16 = 9711;
+/// The agent's default port for the gate.
+pub const PORT: u16 = graceful::httpgate::DEFAULT_PORT;
 
 /// The recorded running pod (container "app", port 8080), as `pod`, with
 /// these annotations.

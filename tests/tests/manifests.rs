@@ -77,9 +77,9 @@ const DEFAULT_GRACE: i64 = 30;
 const NAMESPACE: &str = "graceful-system";
 /// The examples, one for each case graceful exists for.
 const EXAMPLES: &[&str] = &["haproxy-waf", "mesh-proxy", "policy-sidecar", "restricted", "web"];
-/// The pod annotation that opts a pod into the httpGet gate (value `http`).
-const GATE_ANNOTATION: &str = "graceful.dev/gate";
-/// The pod annotation that names the gate's port.
-const GATE_PORT_ANNOTATION: &str = "graceful.dev/gate-port";
-/// The gate's port when the pod names none.
-const DEFAULT_GATE_PORT: i32 = 9711;
+/// The httpGet gate's names, as the agent reads them.
+use graceful::httpgate::{
+    ANNOTATION as GATE_ANNOTATION, DEFAULT_PORT, PORT_ANNOTATION as GATE_PORT_ANNOTATION,
+};
+/// The gate's port when the pod names none, as the pod spec types ports.
+const DEFAULT_GATE_PORT: i32 = DEFAULT_PORT as i32;

@@ -207,11 +207,10 @@ pub(super) fn drain_fits(
     container: &str,
     grace_s: i64,
 ) -> Result<Accepted, String> {
-    // The gate's own annotations choose the gate; they are no drain setting.
-    let mut annotations = annotations.clone();
-    annotations.retain(|k, _| k != GATE_ANNOTATION && k != GATE_PORT_ANNOTATION);
+    // The gate's own annotations are among them: the agent knows they are
+    // no drain setting, and a warning about them fails the check.
     let facts = PodFacts {
-        annotations,
+        annotations: annotations.clone(),
         container: Some(container.to_string()),
         grace_period_seconds: Some(grace_s),
         deletion_requested_unix_ms: None,
