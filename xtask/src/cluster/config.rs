@@ -28,6 +28,9 @@ root = "{root}"
 state = "{run}/containerd"
 [grpc]
   address = "{sock}"
+# Its default, /opt/containerd, would outlive the node: `down` removes the root.
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{root}/opt"
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "{pause}"
   # Root here lacks CAP_SYS_RESOURCE: without this, runc fails to raise
