@@ -32,6 +32,7 @@ const APT: &[&[&str]] = &[
     &["python3"],                      // the demo's HTTP server
     &["nginx-light", "nginx"],         // a real load balancer in tests
     &["haproxy"],                      // the load balancer of `cargo xtask rollout`
+    &["wrk"],                          // the HTTP load of `cargo xtask bench nginx`
     &["qemu-system-x86"],              // kernel matrix tests under TCG
     &["busybox-static"],               // the guests' userland
     &["xz-utils"],                     // unpacks the compressed modules of Debian 6.12 kernels (vm-test)
@@ -45,6 +46,17 @@ const APT: &[&[&str]] = &[
     &["iptables"],                    // kube-proxy's iptables mode, the CNI's masquerade
     &["openssl"],                     // the cluster's certificates
 ];
+
+/// Packages that must come from the suite an installed relative came from.
+/// This image has qemu-utils 10.0 from bookworm-backports: with backports
+/// enabled, bookworm's qemu-system-x86 7.2 breaks it and apt's resolver
+/// gives up ("pkgProblemResolver generated breaks"), so qemu-system-x86 is
+/// installed with `-t bookworm-backports`. Without backports in the
+/// sources, bookworm's 7.2 installs (replacing the 10.0 qemu-utils).
+const SAME_SUITE: &[(&str, &[&str])] = &[(
+    "qemu-system-x86",
+    &["qemu-utils", "qemu-system-common", "qemu-block-extra"],
+)];
 
 fn line(status: &str, what: &str, detail: impl AsRef<str>) {
     println!("{status:<10} {what:<34} {}", detail.as_ref());
@@ -334,7 +346,7 @@ fn apt_packages() -> anyhow::Result<()> {
     }
     println!("{:<10} {:<34} apt-get update", "...", "apt packages");
     apt_get(&["update"])?;
-    let mut pick = Vec::new();
+    let mut pick: Vec<&str> = Vec::new();
     for alts in &missing {
         let p = alts.iter().find(|p| has_candidate(p)).with_context(|| {
             format!(
@@ -344,15 +356,32 @@ fn apt_packages() -> anyhow::Result<()> {
         })?;
         pick.push(*p);
     }
-    println!(
-        "{:<10} {:<34} apt-get install {}",
-        "...",
-        "apt packages",
-        pick.join(" ")
-    );
-    let mut args = vec!["install", "-y", "--no-install-recommends"];
-    args.extend(&pick);
-    apt_get(&args)?;
+    // Each package tied to a relative's suite in an apt-get of its own (`-t`
+    // applies to the whole transaction); the rest together.
+    let mut plain = Vec::new();
+    for p in &pick {
+        match target_release(p) {
+            Some((suite, why)) => {
+                println!(
+                    "{:<10} {:<34} apt-get install -t {suite} {p} (the suite of {why})",
+                    "...", "apt packages"
+                );
+                apt_get(&["install", "-y", "--no-install-recommends", "-t", &suite, p])?;
+            }
+            None => plain.push(*p),
+        }
+    }
+    if !plain.is_empty() {
+        println!(
+            "{:<10} {:<34} apt-get install {}",
+            "...",
+            "apt packages",
+            plain.join(" ")
+        );
+        let mut args = vec!["install", "-y", "--no-install-recommends"];
+        args.extend(&plain);
+        apt_get(&args)?;
+    }
     let now = installed(&pick);
     for p in &pick {
         match now.get(*p) {
@@ -361,6 +390,42 @@ fn apt_packages() -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The suite `pkg` must be installed from, and why: the suite (as the
+/// machine's sources name it) that an installed relative's version came
+/// from (see [`SAME_SUITE`]). None: no relative installed, or its version is
+/// in none of the machine's sources (only in dpkg's status).
+fn target_release(pkg: &str) -> Option<(String, String)> {
+    let (_, relatives) = SAME_SUITE.iter().find(|(p, _)| *p == pkg)?;
+    for (rel, version) in installed(relatives) {
+        let policy = output(Command::new("apt-cache").args(["policy", &rel])).ok()?;
+        if let Some(suite) = suite_of(&policy, &version) {
+            return Some((suite, format!("the installed {rel} {version}")));
+        }
+    }
+    None
+}
+
+/// The suite (`bookworm-backports`) that offers `version` in `apt-cache
+/// policy` output: the first archive line under that version in the table.
+fn suite_of(policy: &str, version: &str) -> Option<String> {
+    let mut under = false;
+    for l in policy.lines() {
+        let words: Vec<&str> = l.trim().trim_start_matches("***").split_whitespace().collect();
+        match words[..] {
+            // ` *** 1:10.0.2+ds-2~bpo12+1 100`: a version and its priority.
+            [v, prio] if !prio.starts_with('/') && prio.bytes().all(|b| b.is_ascii_digit()) => {
+                under = v == version;
+            }
+            // `100 http://deb.debian.org/debian bookworm-backports/main amd64 Packages`
+            [_, _uri, dist, ..] if under => {
+                return dist.split('/').next().map(str::to_string);
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 fn apt_get(args: &[&str]) -> anyhow::Result<()> {
