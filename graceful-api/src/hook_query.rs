@@ -113,6 +113,11 @@ fn set(q: &mut HookQuery, key: &str, value: &str) -> Result<(), String> {
             check_containers(&names)?;
             r.after_containers = Some(names);
         }
+        // Parsed with the annotations, so a bad value is reported and the
+        // drain runs without it: a 400 would let the kubelet send SIGTERM
+        // at once (it takes any answer as the hook's success).
+        "ignore-ports" => r.ignore_ports = Some(value.to_string()),
+        "ignore-peers" => r.ignore_peers = Some(value.to_string()),
         CONTAINER => {
             // A DNS label, as the pod spec requires of container names.
             if value.len() > 63

@@ -7,12 +7,15 @@
 use serde::{Deserialize, Serialize};
 
 pub mod duration;
+pub mod exclusions;
 pub mod hook_query;
+
+pub use exclusions::Peer;
 
 /// A drain's settings by the names people write them: graceful-wait's
 /// flags (without `--`), the `graceful.dev/` annotations' keys, and the
 /// httpGet gate's query.
-pub const SETTINGS: [&str; 7] = [
+pub const SETTINGS: [&str; 9] = [
     "policy",
     "scope",
     "min",
@@ -20,6 +23,8 @@ pub const SETTINGS: [&str; 7] = [
     "settle",
     "quiet",
     "after-containers",
+    "ignore-ports",
+    "ignore-peers",
 ];
 
 /// Largest request body the gate accepts.
@@ -103,6 +108,13 @@ pub struct DrainRequest {
     /// once the Kubernetes API has told them, or id prefixes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after_containers: Option<Vec<String>>,
+    /// `ignore-ports` and `ignore-peers` as the hook was given them: the
+    /// agent parses them as it does the annotations (see [`exclusions`]),
+    /// so a bad value is reported and the drain runs without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ignore_ports: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ignore_peers: Option<String>,
     /// When the client started waiting (Unix ms). A client that reconnects
     /// after an agent restart sends the same value, so the drain continues
     /// from its original start (the agent holds it to a sane bound: see
@@ -173,6 +185,11 @@ pub struct Accepted {
     pub settle_ms: u64,
     pub quiet_ms: u64,
     pub after_containers: Vec<String>,
+    /// Local ports and peers whose connections the drain leaves out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignore_ports: Vec<u16>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignore_peers: Vec<Peer>,
     /// The grace period in effect for the pod (the deletion's own, else the
     /// spec's), when the API has told it.
     pub grace_period_ms: Option<u64>,
@@ -196,6 +213,13 @@ impl DrainRequest {
         if let Some(a) = &r.after_containers {
             check_containers(a)?;
         }
+        for v in [&r.ignore_ports, &r.ignore_peers].into_iter().flatten() {
+            if v.len() > MAX_EXCLUSIONS_TEXT {
+                return Err(format!(
+                    "ignore_ports, ignore_peers: at most {MAX_EXCLUSIONS_TEXT} bytes each"
+                ));
+            }
+        }
         if let Some(p) = &r.resumed {
             if p.timeline.len() > MAX_RESUMED_POINTS {
                 return Err(format!("resumed: at most {MAX_RESUMED_POINTS} timeline points"));
@@ -207,6 +231,9 @@ impl DrainRequest {
         Ok(r)
     }
 }
+
+/// The longest `ignore_ports` or `ignore_peers` a request may carry.
+pub const MAX_EXCLUSIONS_TEXT: usize = 1024;
 
 /// The bounds on `after_containers`, wherever the names come from.
 pub fn check_containers(names: &[String]) -> Result<(), String> {

@@ -4,7 +4,8 @@ use std::time::Duration;
 
 pub const USAGE: &str =
     "usage: graceful-wait [--policy drained|quiet] [--scope pod|container] [--min D] [--max D] \
-[--settle D] [--quiet D] [--after-containers a,b] [--socket PATH] [--connect-timeout D] [--fallback-sleep D]";
+[--settle D] [--quiet D] [--after-containers a,b] [--ignore-ports 9090,15020] \
+[--ignore-peers node,10.0.0.0/8] [--socket PATH] [--connect-timeout D] [--fallback-sleep D]";
 
 /// The hook's flags. The drain settings are optional: what a flag leaves
 /// out, the agent takes from the pod's annotations (which also override
@@ -19,6 +20,10 @@ pub struct Args {
     pub settle: Option<Duration>,
     pub quiet: Option<Duration>,
     pub after_containers: Option<Vec<String>>,
+    /// As given: the agent parses them, so a bad value is reported in the
+    /// drain's warnings and the drain runs without it.
+    pub ignore_ports: Option<String>,
+    pub ignore_peers: Option<String>,
     pub connect_timeout: Duration,
     pub fallback_sleep: Duration,
 }
@@ -39,6 +44,8 @@ impl Default for Args {
             settle: None,
             quiet: None,
             after_containers: None,
+            ignore_ports: None,
+            ignore_peers: None,
             connect_timeout: Duration::from_secs(2),
             fallback_sleep: Duration::ZERO,
         }
@@ -69,9 +76,33 @@ impl Args {
             let names: Vec<String> = a.iter().map(|c| format!("{c:?}")).collect();
             f.push(format!("\"after_containers\":[{}]", names.join(",")));
         }
+        for (k, v) in [
+            ("ignore_ports", &self.ignore_ports),
+            ("ignore_peers", &self.ignore_peers),
+        ] {
+            if let Some(v) = v {
+                f.push(format!("\"{k}\":{}", json_string(v)));
+            }
+        }
         f.push(format!("\"started_unix_ms\":{started_unix_ms}"));
         format!("{{{}}}", f.join(","))
     }
+}
+
+/// `s` as a JSON string.
+fn json_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
 /// `500ms`, `2s`, `1m`, `1m30s`; a bare number is seconds.
@@ -161,6 +192,8 @@ pub fn parse(
                         .collect(),
                 )
             }
+            "--ignore-ports" => a.ignore_ports = Some(value()?),
+            "--ignore-peers" => a.ignore_peers = Some(value()?),
             other => return Err(format!("unknown flag {other}\n{USAGE}")),
         }
     }

@@ -69,3 +69,17 @@ fn a_long_value_is_clipped_in_the_error() {
     let e = parse(&format!("policy={}", "x".repeat(3000)), 0).unwrap_err();
     assert!(e.len() < 400, "{} bytes", e.len());
 }
+
+#[test]
+fn exclusions_are_carried_as_written_for_the_agent_to_check() {
+    let q = parse("ignore-ports=9090%2C15020&ignore-peers=node,10.0.0.0%2F8", 1).unwrap();
+    assert_eq!(q.request.ignore_ports.as_deref(), Some("9090,15020"));
+    assert_eq!(q.request.ignore_peers.as_deref(), Some("node,10.0.0.0/8"));
+    // A bad value is not the query's to refuse: the drain must still run.
+    let q = parse("ignore-ports=99999", 1).unwrap();
+    assert_eq!(q.request.ignore_ports.as_deref(), Some("99999"));
+    assert_eq!(
+        parse("ignore-ports=", 1).unwrap_err(),
+        "ignore-ports has no value"
+    );
+}

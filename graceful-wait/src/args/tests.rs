@@ -41,3 +41,17 @@ fn flags_and_durations() {
     .unwrap();
     assert_eq!(env.socket, "/x.sock");
 }
+
+#[test]
+fn exclusions_go_to_the_agent_as_given() {
+    let a = p(&["--ignore-ports", "9090,15020", "--ignore-peers=node,10.0.0.0/8"]).unwrap();
+    assert_eq!(
+        a.request_json(3),
+        r#"{"ignore_ports":"9090,15020","ignore_peers":"node,10.0.0.0/8","started_unix_ms":3}"#
+    );
+    // A bad value is the agent's to report: the hook still drains.
+    let bad = p(&["--ignore-ports", "99999\"x\\"]).unwrap();
+    let json = bad.request_json(1);
+    let req = graceful_api::DrainRequest::parse(json.as_bytes()).unwrap();
+    assert_eq!(req.ignore_ports.as_deref(), Some("99999\"x\\"));
+}
