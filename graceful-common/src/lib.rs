@@ -30,9 +30,23 @@ pub mod names {
     pub const META: &str = "GRACEFUL_META";
     pub const WATCH: &str = "GRACEFUL_WATCH";
     pub const EVENTS: &str = "GRACEFUL_EVENTS";
+    /// Added after layout 1 was released, so an agent creates it beside
+    /// older pins instead of calling them incompatible.
+    pub const FILTERS: &str = "GRACEFUL_FILTERS";
+    /// Added after layout 1 was released, likewise: notes on sockets the
+    /// sock_ops program did not see start (see graceful-ebpf's `maps.rs`).
+    pub const NOTES: &str = "GRACEFUL_NOTES";
+    /// Added after layout 1 was released, likewise: what the agent tells
+    /// the programs (see [`control`](crate::control)).
+    pub const CONTROL: &str = "GRACEFUL_CONTROL";
     /// Program names (the Rust function names in graceful-ebpf).
     pub const PROG_STATE: &str = "sock_set_state";
     pub const PROG_STATE_TWIN: &str = "sock_state_twin";
+    pub const PROG_SOCK_OPS: &str = "sock_ops";
+    /// Programs that do nothing, for the benches' floors.
+    pub const PROG_FLOOR_SOCK_OPS: &str = "floor_sock_ops";
+    pub const PROG_FLOOR_STATE: &str = "floor_state";
+    pub const PROG_FLOOR_DESTROYED: &str = "floor_destroyed";
     pub const PROG_DESTROYED: &str = "sock_destroyed";
     pub const PROG_ADOPT: &str = "adopt_tcp";
     pub const PROG_INGRESS: &str = "inbound_rx";
@@ -41,6 +55,27 @@ pub mod names {
     pub const GLOBAL_SKC_STATE_OFFSET: &str = "SKC_STATE_OFFSET";
     /// Global set by the loader: byte offset of `sk_protocol` in `struct sock`, from BTF.
     pub const GLOBAL_SK_PROTOCOL_OFFSET: &str = "SK_PROTOCOL_OFFSET";
+    /// Global set by the loader: byte offset of the cgroup pointer in
+    /// `struct sock` (`sk_cgrp_data.cgroup`, or `.val` on older kernels).
+    pub const GLOBAL_SK_CGROUP_OFFSET: &str = "SK_CGROUP_OFFSET";
+    /// Global set by the loader: byte offset of `bpf_sock_ops_cb_flags` in
+    /// `struct tcp_sock`.
+    pub const GLOBAL_TCP_CB_FLAGS_OFFSET: &str = "TCP_CB_FLAGS_OFFSET";
+    /// Global set by the loader: 1 when the cgroup pointer in `struct
+    /// sock` is a typed field (`sk_cgrp_data.cgroup`).
+    pub const GLOBAL_SK_CGROUP_TYPED: &str = "SK_CGROUP_TYPED";
+    /// Global set by the loader: byte offset of `sk_bpf_storage` in `struct sock`.
+    pub const GLOBAL_SK_STORAGE_OFFSET: &str = "SK_STORAGE_OFFSET";
+    /// Global set by the loader: 1 when the state program counts every
+    /// socket (the tracepoint design), 0 when the sock_ops program does.
+    pub const GLOBAL_TRACK_NEW: &str = "TRACK_NEW";
+    /// Globals set by the loader for the exclusions, from BTF: `skc_family`,
+    /// `skc_num` (the local port), `skc_daddr` and `skc_v6_daddr` (the
+    /// peer) in `struct sock_common`.
+    pub const GLOBAL_SKC_FAMILY_OFFSET: &str = "SKC_FAMILY_OFFSET";
+    pub const GLOBAL_SKC_NUM_OFFSET: &str = "SKC_NUM_OFFSET";
+    pub const GLOBAL_SKC_DADDR_OFFSET: &str = "SKC_DADDR_OFFSET";
+    pub const GLOBAL_SKC_V6_DADDR_OFFSET: &str = "SKC_V6_DADDR_OFFSET";
     /// Globals set by the loader for `cgroup_populated`, from BTF: `kn` and
     /// `root` in `struct cgroup`, `id` in `struct kernfs_node`,
     /// `hierarchy_id` in `struct cgroup_root`.
@@ -101,7 +136,16 @@ pub struct SockOwner {
     /// listener count). Makes counting idempotent: a socket is counted once
     /// and uncounted once, whatever path it takes.
     pub counted: u8,
-    pub _pad: [u8; 6],
+    /// For a counted inbound connection that a draining cgroup's
+    /// exclusions leave out: 1 + the index of the rule that matched, and
+    /// the connection is in its owner's `inbound_ignored_live`. 0 otherwise.
+    /// Set and cleared under the same rules as `counted`, so it too is
+    /// idempotent. (Was padding in layout 1, always zero.)
+    pub ignored: u8,
+    /// The [`Filter::generation`] whose tally counts this connection, so a
+    /// connection is tallied once per drain however often it is matched.
+    pub ignored_generation: u8,
+    pub _pad: [u8; 4],
 }
 
 /// Per-cgroup figures. All times are CLOCK_MONOTONIC nanoseconds (`bpf_ktime_get_ns`).
@@ -119,8 +163,11 @@ pub struct CgroupCounters {
     /// Inbound payload seen while the cgroup drains (cgroup_skb/ingress).
     pub inbound_rx_bytes: u64,
     pub last_inbound_rx_ns: u64,
+    /// Of `inbound_live`, those the cgroup's exclusions leave out (see
+    /// [`Filter`]). Was reserved in layout 1, always zero.
+    pub inbound_ignored_live: u64,
     /// Room for figures to come without a layout change. Always zero.
-    pub _reserved: [u64; 4],
+    pub _reserved: [u64; 3],
 }
 
 /// Field offsets for atomic updates from the kernel side, in u64 units.
@@ -135,6 +182,7 @@ pub mod field {
     pub const LAST_INBOUND_CLOSE_NS: usize = 7;
     pub const INBOUND_RX_BYTES: usize = 8;
     pub const LAST_INBOUND_RX_NS: usize = 9;
+    pub const INBOUND_IGNORED_LIVE: usize = 10;
 }
 
 /// What userspace tells the adoption iterator about a pre-existing socket,
@@ -153,6 +201,21 @@ pub const MAX_WATCH: u32 = 4096;
 /// Size of the event ring in bytes (a power of two, a multiple of the page size).
 pub const EVENTS_BYTES: u32 = 256 * 1024;
 
+/// Bits of the one-entry control map, which the agent writes and the
+/// programs read.
+pub mod control {
+    /// Sockets may carry storage that the state programs count (adopted
+    /// ones, or those an agent of the tracepoint design started to track),
+    /// and those programs are attached. The sock_ops program then takes
+    /// such a socket over when it sees it established (or listening), and
+    /// does no storage lookup at all while the bit is clear.
+    pub const STORAGE: u32 = 1;
+    /// The watch map has entries (a drain, a terminating pod): the
+    /// programs look a cgroup up there only while this is set, so a node
+    /// with nothing draining pays no lookup per connection for it.
+    pub const WATCHING: u32 = 2;
+}
+
 /// Watch flags (values of the watch map).
 pub mod watch {
     /// Send inbound opens and closes.
@@ -163,6 +226,65 @@ pub mod watch {
     pub const RX_EVENT_GAP_NS: u64 = 1_000_000;
     /// Send the moment the cgroup's last process exits (`--after-containers`).
     pub const EXITS: u32 = 4;
+    /// The cgroup has exclusions in the filter map: classify its inbound
+    /// connections as they open.
+    pub const FILTER: u32 = 8;
+}
+
+/// Room in one cgroup's [`Filter`]. `node` alone may take many nets (one
+/// per address of the node).
+pub const MAX_IGNORE_PORTS: usize = 8;
+pub const MAX_IGNORE_NETS: usize = 32;
+/// Rules (one per port, one per peer written) a filter can count apart.
+pub const MAX_IGNORE_RULES: usize = 16;
+/// Cgroups with exclusions at once: draining ones only.
+pub const MAX_FILTERS: u32 = 1024;
+
+/// A peer network an exclusion leaves out, as 128 bits: IPv4 as mapped
+/// IPv6 (`::ffff:a.b.c.d`), which is how the programs see IPv4 peers too.
+/// The two words are the address's 16 bytes in memory order, read as
+/// native integers, so matching needs no byte swapping on either side.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IgnoreNet {
+    pub addr: [u64; 2],
+    pub mask: [u64; 2],
+    /// Index of the rule it came from.
+    pub rule: u32,
+    pub _pad: u32,
+}
+
+/// What a draining cgroup's inbound connections are matched against:
+/// connections to one of `ports` (local port, host order; 0 is unused), or
+/// from one of `nets`, are left out of its live count. The programs add
+/// each connection they leave out to `ignored` at its rule's index.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Filter {
+    pub ports: [u16; MAX_IGNORE_PORTS],
+    pub port_rules: [u8; MAX_IGNORE_PORTS],
+    pub nets_len: u32,
+    /// Set by the agent anew each time it sets a filter on a cgroup (never
+    /// 0): a connection left out under an earlier filter is tallied again
+    /// under this one.
+    pub generation: u8,
+    pub _pad: [u8; 3],
+    pub nets: [IgnoreNet; MAX_IGNORE_NETS],
+    pub ignored: [u64; MAX_IGNORE_RULES],
+}
+
+impl Default for Filter {
+    fn default() -> Self {
+        Filter {
+            ports: [0; MAX_IGNORE_PORTS],
+            port_rules: [0; MAX_IGNORE_PORTS],
+            nets_len: 0,
+            generation: 0,
+            _pad: [0; 3],
+            nets: [IgnoreNet::default(); MAX_IGNORE_NETS],
+            ignored: [0; MAX_IGNORE_RULES],
+        }
+    }
 }
 
 /// What happened, in an [`Event`].
@@ -233,4 +355,5 @@ mod pod_impls {
     unsafe impl aya::Pod for AdoptEntry {}
     unsafe impl aya::Pod for Meta {}
     unsafe impl aya::Pod for Event {}
+    unsafe impl aya::Pod for Filter {}
 }

@@ -1,9 +1,27 @@
 //! The running kernel: its version, and the floor graceful supports.
 
 /// The oldest kernel the VM tests prove (Debian bookworm's 6.1). Features
-/// used: tp_btf, BPF_F_CLONE socket storage, socket storage and socket
-/// cookies from tracing programs, iter/tcp, and cgroup ids in sock_diag.
+/// used: sock_ops at the cgroup v2 root with BTF-typed socket reads,
+/// tp_btf, iter/tcp, socket storage from tracing programs, socket cookies
+/// in iterators, ring buffers, and cgroup ids in sock_diag.
+///
+/// Why not lower: below 5.11 the sockets older than the agent cannot be
+/// counted to their end, which graceful's counts promise from its first
+/// second. The sock_ops program would count every new connection there,
+/// but an adopted socket carries storage that a tracing program (the
+/// adoption iterator, the state program) must reach, and tracing programs
+/// may call `bpf_sk_storage_get` only from 5.11 on. On Debian bullseye's
+/// 5.10.0-46-amd64 (5.10.262-1) the verifier stops at the first call:
+/// `unknown func bpf_sk_storage_get#107` (`cargo xtask vm-test --kernel
+/// bullseye:5.10`, with the floor lowered). 5.11 to 6.0 are untested, so
+/// the floor stays where a VM proved it.
 pub const FLOOR: (u32, u32) = (6, 1);
+
+/// What a kernel older than [`MISSING_BEFORE`] lacks: the refusal names it.
+pub const MISSING_FEATURE: &str =
+    "socket storage in tracing programs (bpf_sk_storage_get from tp_btf and iter/tcp), which counting the connections older than the agent needs";
+/// The release that brought [`MISSING_FEATURE`].
+pub const MISSING_BEFORE: (u32, u32) = (5, 11);
 
 /// `uname -r`.
 pub fn release() -> String {
@@ -32,13 +50,24 @@ pub fn parse_version(release: &str) -> Option<(u32, u32)> {
 /// An error line if the running kernel is older than [`FLOOR`].
 pub fn check_floor() -> Result<String, String> {
     let rel = release();
-    match parse_version(&rel) {
-        Some(v) if v >= FLOOR => Ok(rel),
-        Some(_) => Err(format!(
-            "kernel {rel} is older than {}.{}, the oldest graceful supports: upgrade the node's kernel",
-            FLOOR.0, FLOOR.1
+    floor_error(&rel).map_or(Ok(rel), Err)
+}
+
+/// The refusal line for release `rel`, if it is below [`FLOOR`]: it names
+/// the missing feature where the kernel is older than that.
+pub fn floor_error(rel: &str) -> Option<String> {
+    let floor = format!("{}.{}", FLOOR.0, FLOOR.1);
+    match parse_version(rel) {
+        Some(v) if v >= FLOOR => None,
+        Some(v) if v < MISSING_BEFORE => Some(format!(
+            "kernel {rel} lacks {MISSING_FEATURE}, which Linux {}.{} brought; graceful needs {floor} or newer: \
+             upgrade the node's kernel",
+            MISSING_BEFORE.0, MISSING_BEFORE.1
         )),
-        None => Err(format!("cannot parse kernel release {rel:?}")),
+        Some(_) => Some(format!(
+            "kernel {rel} is older than {floor}, the oldest graceful is tested on: upgrade the node's kernel"
+        )),
+        None => Some(format!("cannot parse kernel release {rel:?}")),
     }
 }
 

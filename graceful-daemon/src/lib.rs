@@ -6,6 +6,8 @@
 //! - [`cgroupfs`]: the cgroup v2 hierarchy, ids and paths;
 //! - [`resolver`]: which pod and container a cgroup belongs to;
 //! - [`kube`]: names, deletions and Events from the Kubernetes API;
+//! - [`node_addrs`]: the node's own addresses (the httpGet gate's only
+//!   peers, and `ignore-peers: node`);
 //! - [`gate`]: the drain gate's socket, which `graceful-wait` calls;
 //! - [`metrics`]: what the agent counts and what `/metrics` reads at scrape time;
 //! - [`api`]: the local API, `/metrics` included;
@@ -29,6 +31,7 @@ pub mod kube;
 pub mod logging;
 pub mod memcg;
 pub mod metrics;
+pub mod node_addrs;
 pub mod reply;
 pub mod resolver;
 pub mod share;

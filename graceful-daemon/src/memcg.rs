@@ -1,10 +1,12 @@
 //! The agent's memory budget. The kernel charges graceful's maps, and the
-//! storage each TCP socket on the node carries, to the memory cgroup of
-//! the process that created the maps: the agent's container. So the
-//! agent's memory limit must grow with the node's sockets, not only with
-//! its own RSS. Measured with `cargo xtask bench memory` on 6.18: about
-//! 313 bytes per tracked socket, on top of about 30 MiB for the agent and
-//! its maps at rest.
+//! storage of the sockets the state programs count, to the memory cgroup
+//! of the process that created the maps: the agent's container. Under the
+//! default sock_ops design nothing is stored per socket (but for the
+//! sockets older than the agent's first start, on kernels before 6.12);
+//! under the tracepoint design every TCP socket on the node carries
+//! storage, and the agent's memory limit must grow with the node's
+//! sockets: about 313 bytes each (`cargo xtask bench memory` on 6.18), on
+//! top of about 30 MiB for the agent and its maps at rest.
 //!
 //! When the limit is reached, the kernel does not refuse a socket's
 //! storage (it is allocated from softirq, where a memory cgroup may go over
@@ -67,7 +69,8 @@ impl Budget {
             .is_some_and(|l| self.usage.saturating_mul(100) > l.saturating_mul(SHORT_PCT))
     }
 
-    /// More TCP sockets the node can open before the limit is reached.
+    /// More TCP sockets the node can open before the limit is reached, if
+    /// each carried storage (the tracepoint design).
     pub fn sockets_left(&self) -> Option<u64> {
         self.limit
             .map(|l| l.saturating_sub(self.usage) / BYTES_PER_SOCKET)
@@ -81,12 +84,12 @@ impl Budget {
             .map_or("an unknown number of".into(), |n| n.to_string());
         match (self.limit, self.sockets_left()) {
             (Some(limit), Some(left)) => format!(
-                "memory cgroup at {:.1} of its {:.1} MiB limit; the kernel charges it about {BYTES_PER_SOCKET} bytes for each TCP socket on the node ({sockets} now), room for about {left} more",
+                "memory cgroup at {:.1} of its {:.1} MiB limit; {sockets} TCP sockets on the node, which cost it nothing under the sock_ops design and about {BYTES_PER_SOCKET} bytes each under the tracepoint design (room for about {left} more then)",
                 mib(self.usage),
                 mib(limit)
             ),
             _ => format!(
-                "memory cgroup at {:.1} MiB, no limit; the kernel charges it about {BYTES_PER_SOCKET} bytes for each TCP socket on the node ({sockets} now)",
+                "memory cgroup at {:.1} MiB, no limit; {sockets} TCP sockets on the node, which cost it nothing under the sock_ops design and about {BYTES_PER_SOCKET} bytes each under the tracepoint design",
                 mib(self.usage)
             ),
         }

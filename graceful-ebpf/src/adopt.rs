@@ -17,13 +17,15 @@
 
 use core::ffi::c_void;
 
-use aya_ebpf::helpers::generated::{bpf_get_socket_cookie, bpf_seq_write, bpf_skc_to_tcp_sock};
-use graceful_common::{role, stat, tcp, SockOwner};
+use aya_ebpf::helpers::generated::{
+    bpf_get_socket_cookie, bpf_seq_write, bpf_setsockopt, bpf_skc_to_tcp_sock,
+};
+use graceful_common::{role, stat, tcp, watch, SockOwner};
 
 use crate::{
-    counters,
-    maps::{bump, ADOPT},
-    sock, state,
+    counters, filter,
+    maps::{bump, ADOPT, WATCH},
+    sock, sockops, state,
 };
 
 /// `struct bpf_iter_meta`: the start of it.
@@ -57,15 +59,44 @@ pub extern "C" fn adopt_tcp(ctx: *mut IterTcp) -> i32 {
     let Some(state) = sock::state(sk) else {
         return 0;
     };
-    // Storage present: the tracepoint has seen this socket start, or an
-    // earlier pass adopted it. Its counts only need checking.
+    let seq = unsafe { (*(*ctx).meta).seq };
+    // Flagged: the sock_ops program counts it, exactly; storage left on it
+    // is stale. Only a drain's exclusions may need to look at it.
+    let flags = sock::ops_flags(sk);
+    if !state::tracks_new() && flags & sockops::COUNTED != 0 {
+        if sock::owner(sk).is_some() {
+            sock::forget(sk);
+        }
+        if flags & sockops::INBOUND != 0 && tcp::is_live(state) {
+            reclassify_counted(sk);
+        }
+        return 0;
+    }
+    // Storage present: the state programs count this socket (it was
+    // adopted, or started under the tracepoint design). Its counts only
+    // need checking.
     if let Some(o) = sock::owner(sk) {
-        if reconcile(o, state) {
+        let repaired = reconcile(o, state, sk);
+        reclassify(o, sk);
+        if repaired {
             bump(stat::CAUGHT);
-            // One byte of output per repaired socket: the agent counts them.
-            let seq = unsafe { (*(*ctx).meta).seq };
-            let mark = b'r';
-            unsafe { bpf_seq_write(seq.cast(), core::ptr::from_ref(&mark).cast(), 1) };
+        }
+        let kept = if hand_over(sk, state, o.role) {
+            false
+        } else {
+            if !state::tracks_new() && o.role == role::LISTENER {
+                move_listener(sk);
+            }
+            true
+        };
+        // One byte of output per socket seen with storage: `s`, or `r` if
+        // it was repaired; `h` for one repaired and then handed over to
+        // the sock_ops program. The agent counts them.
+        match (repaired, kept) {
+            (false, true) => mark(seq, b's'),
+            (true, true) => mark(seq, b'r'),
+            (true, false) => mark(seq, b'h'),
+            (false, false) => {}
         }
         return 0;
     }
@@ -73,7 +104,18 @@ pub extern "C" fn adopt_tcp(ctx: *mut IterTcp) -> i32 {
     let Some(entry) = (unsafe { ADOPT.get(cookie) }) else {
         return 0;
     };
-    let Some(o) = sock::owner_or_create(sk) else {
+    if hand_over(sk, state, entry.role) {
+        bump(stat::ADOPTED);
+        return 0;
+    }
+    // The tracepoint design's storage, or a note the tracepoint programs
+    // count by while the sock_ops program counts everything new.
+    let o = if state::tracks_new() {
+        sock::owner_or_create(sk)
+    } else {
+        sock::note_or_create(sk)
+    };
+    let Some(o) = o else {
         bump(stat::STORAGE_FAILED);
         return 0;
     };
@@ -87,18 +129,91 @@ pub extern "C" fn adopt_tcp(ctx: *mut IterTcp) -> i32 {
         }
     } else if tcp::is_live(state) {
         o.counted = 1;
-        counters::open(o.cgroup_id, o.role);
+        o.ignored = counters::open_tracked(o, sk);
     }
     bump(stat::ADOPTED);
+    mark(seq, b's');
     0
+}
+
+/// `TCP_BPF_SOCK_OPS_CB_FLAGS` (include/uapi/linux/bpf.h): a socket's
+/// sock_ops flags, set through `bpf_setsockopt`. Kernels before it (6.12)
+/// refuse it with EINVAL, and the socket gets storage instead.
+const TCP_BPF_SOCK_OPS_CB_FLAGS: i32 = 1008;
+const SOL_TCP: i32 = 6;
+
+/// Hands a socket of `role_` in `state` that the sock_ops program did not
+/// see start over to it, where this kernel lets the iterator set its
+/// flags: flagged as that program flags its own, and counted (or its
+/// storage's count moved) as that program counts. Then it needs no
+/// storage, and no state program. Returns whether it did.
+#[inline(always)]
+fn hand_over(sk: *mut c_void, state: u32, role_: u8) -> bool {
+    if state::tracks_new() {
+        return false;
+    }
+    let Some(owner) = sock::cgroup_id(sk) else {
+        return false;
+    };
+    let mut flags = (sock::ops_flags(sk) | sockops::COUNTED) as i32;
+    if role_ == role::OUTBOUND {
+        flags &= !(sockops::INBOUND as i32);
+    } else {
+        flags |= sockops::INBOUND as i32;
+    }
+    let set = unsafe {
+        bpf_setsockopt(
+            sk,
+            SOL_TCP,
+            TCP_BPF_SOCK_OPS_CB_FLAGS,
+            core::ptr::from_mut(&mut flags).cast(),
+            4,
+        )
+    };
+    if set != 0 {
+        return false;
+    }
+    if !sockops::take_over(sk, state, owner, role_) {
+        if role_ == role::LISTENER {
+            if state == tcp::LISTEN {
+                counters::listener(owner, true);
+            }
+        } else if tcp::is_live(state) {
+            sockops::open(owner, role_, sk);
+        }
+    }
+    true
+}
+
+#[inline(always)]
+fn mark(seq: *mut c_void, byte: u8) {
+    unsafe { bpf_seq_write(seq.cast(), core::ptr::from_ref(&byte).cast(), 1) };
+}
+
+/// Moves a listener's storage from the tracepoint design's map, which its
+/// children clone (and then carry, at a cost, until the sock_ops program
+/// takes them over), to a note, which they don't. The iterator holds the
+/// listener's lock; a child cloned meanwhile is taken over like any other.
+#[inline(always)]
+fn move_listener(sk: *mut c_void) {
+    let Some(old) = sock::design_storage(sk) else {
+        return;
+    };
+    let copy = *old;
+    let Some(n) = sock::note_or_create(sk) else {
+        bump(stat::STORAGE_FAILED);
+        return;
+    };
+    *n = copy;
+    sock::forget_design_storage(sk);
 }
 
 /// Makes a tracked socket's count agree with its `state`, as its next state
 /// change would. Returns whether anything changed.
 #[inline(always)]
-fn reconcile(o: &mut SockOwner, state: u32) -> bool {
+fn reconcile(o: &mut SockOwner, state: u32, sk: *const c_void) -> bool {
     if o.role != role::LISTENER {
-        return state::settle(o, state);
+        return state::settle(o, state, sk);
     }
     match state {
         tcp::LISTEN if o.counted == 0 => {
@@ -116,8 +231,68 @@ fn reconcile(o: &mut SockOwner, state: u32) -> bool {
         _ => {
             o.role = role::INBOUND;
             o.counted = 0;
-            state::settle(o, state);
+            o.ignored = 0;
+            o.ignored_generation = 0;
+            state::settle(o, state, sk);
             true
         }
     }
+}
+
+/// Matches a live inbound connection of a cgroup that drains with
+/// exclusions against them, as its opening would have if the exclusions
+/// had been there: the agent runs this pass over the pod's sockets when
+/// the drain starts. The iterator holds the socket's lock, so no state
+/// change can come between the match and the count. Not a repair.
+#[inline(always)]
+fn reclassify(o: &mut SockOwner, sk: *const c_void) {
+    if o.role != role::INBOUND || o.counted == 0 {
+        return;
+    }
+    let flags = unsafe { WATCH.get(o.cgroup_id) }.copied().unwrap_or(0);
+    if flags & watch::FILTER == 0 {
+        return;
+    }
+    let r = filter::rule(o.cgroup_id, sk);
+    match (o.ignored, r) {
+        (0, 0) => {}
+        (0, _) => counters::ignored(o.cgroup_id, true),
+        (_, 0) => counters::ignored(o.cgroup_id, false),
+        _ => {}
+    }
+    // Left out under an earlier drain's filter: this one's tally too.
+    filter::tally(o.cgroup_id, r, &mut o.ignored_generation);
+    o.ignored = r;
+}
+
+/// [`reclassify`] for a live inbound connection the sock_ops program
+/// counts: its mark is a note, made only for a connection left out.
+#[inline(always)]
+fn reclassify_counted(sk: *mut c_void) {
+    let Some(owner) = sock::cgroup_id(sk) else {
+        return;
+    };
+    if counters::watched(owner) & watch::FILTER == 0 {
+        return;
+    }
+    let r = filter::rule(owner, sk);
+    let note = if r != 0 {
+        sock::note_or_create(sk)
+    } else {
+        sock::note(sk)
+    };
+    let Some(n) = note else {
+        if r != 0 {
+            bump(stat::STORAGE_FAILED);
+        }
+        return;
+    };
+    match (n.ignored, r) {
+        (0, 0) => {}
+        (0, _) => counters::ignored(owner, true),
+        (_, 0) => counters::ignored(owner, false),
+        _ => {}
+    }
+    filter::tally(owner, r, &mut n.ignored_generation);
+    n.ignored = r;
 }

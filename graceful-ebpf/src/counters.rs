@@ -1,12 +1,18 @@
 //! Updates of the per-cgroup figures. Many CPUs update one cgroup's entry at
 //! once, so every change is an atomic add.
 
-use core::intrinsics::{atomic_xadd, AtomicOrdering};
+use core::{
+    ffi::c_void,
+    intrinsics::{atomic_xadd, AtomicOrdering},
+};
 
 use aya_ebpf::{bindings::BPF_NOEXIST, helpers::bpf_ktime_get_ns};
-use graceful_common::{event, field, role, stat, watch, CgroupCounters, Event};
+use graceful_common::{control, event, field, role, stat, watch, CgroupCounters, Event, SockOwner};
 
-use crate::maps::{bump, COUNTERS, EVENTS, WATCH};
+use crate::{
+    filter,
+    maps::{bump, control, COUNTERS, EVENTS, WATCH},
+};
 
 /// Where a change lands: an entry that was there, to add to, or the one
 /// just created with the change already in it.
@@ -66,29 +72,24 @@ fn set(base: *mut u64, index: usize, value: u64) {
     unsafe { base.add(index).write_volatile(value) };
 }
 
-/// A connection of `role` became live.
+/// The watch flags of `cgroup_id` (see `graceful_common::watch`): one hash
+/// lookup, and none while the agent watches nothing.
 #[inline(always)]
-pub fn open(cgroup_id: u64, role_: u8) {
-    if role_ == role::INBOUND {
-        let now = unsafe { bpf_ktime_get_ns() };
-        let first = || CgroupCounters {
-            inbound_live: 1,
-            inbound_total: 1,
-            last_inbound_open_ns: now,
-            ..Default::default()
-        };
-        let c = match entry(cgroup_id, first) {
-            Some(Slot::Existing(c)) => {
-                add(c, field::INBOUND_LIVE, 1);
-                add(c, field::INBOUND_TOTAL, 1);
-                set(c, field::LAST_INBOUND_OPEN_NS, now);
-                c
-            }
-            Some(Slot::Created(c)) => c,
-            None => return,
-        };
-        notify(cgroup_id, c, event::INBOUND_OPEN, now);
-    } else {
+pub fn watched(cgroup_id: u64) -> u32 {
+    if !control(control::WATCHING) {
+        return 0;
+    }
+    unsafe { WATCH.get(cgroup_id) }.copied().unwrap_or(0)
+}
+
+/// A connection of `role` became live. For an inbound one, `flags` are
+/// its owner's watch flags, and `ignored` says that the owner's drain
+/// leaves it out (`filter.rs`): it is counted, and also in
+/// `inbound_ignored_live`, but neither marks the last open nor wakes the
+/// drain.
+#[inline(always)]
+pub fn open(cgroup_id: u64, role_: u8, flags: u32, ignored: bool) {
+    if role_ != role::INBOUND {
         let first = || CgroupCounters {
             outbound_live: 1,
             outbound_total: 1,
@@ -98,23 +99,114 @@ pub fn open(cgroup_id: u64, role_: u8) {
             add(c, field::OUTBOUND_LIVE, 1);
             add(c, field::OUTBOUND_TOTAL, 1);
         }
+        return;
+    }
+    if ignored {
+        let first = || CgroupCounters {
+            inbound_live: 1,
+            inbound_total: 1,
+            inbound_ignored_live: 1,
+            ..Default::default()
+        };
+        if let Some(Slot::Existing(c)) = entry(cgroup_id, first) {
+            add(c, field::INBOUND_LIVE, 1);
+            add(c, field::INBOUND_TOTAL, 1);
+            add(c, field::INBOUND_IGNORED_LIVE, 1);
+        }
+        return;
+    }
+    let now = unsafe { bpf_ktime_get_ns() };
+    let first = || CgroupCounters {
+        inbound_live: 1,
+        inbound_total: 1,
+        last_inbound_open_ns: now,
+        ..Default::default()
+    };
+    let c = match entry(cgroup_id, first) {
+        Some(Slot::Existing(c)) => {
+            add(c, field::INBOUND_LIVE, 1);
+            add(c, field::INBOUND_TOTAL, 1);
+            set(c, field::LAST_INBOUND_OPEN_NS, now);
+            c
+        }
+        Some(Slot::Created(c)) => c,
+        None => return,
+    };
+    if flags & watch::CONNECTIONS != 0 {
+        send(cgroup_id, c, event::INBOUND_OPEN, now);
     }
 }
 
-/// A connection of `role` stopped being live.
+/// A tracked socket's connection became live: classified against its
+/// owner's exclusions (an inbound one, if the owner drains with some) and
+/// counted. Returns what its storage's `ignored` becomes.
 #[inline(always)]
-pub fn close(cgroup_id: u64, role_: u8) {
-    let Some(c) = existing(cgroup_id) else { return };
-    if role_ == role::INBOUND {
-        // Adding 2^64-1 is subtracting one; a plain add keeps to the oldest
-        // BPF atomics, which every supported kernel has.
-        add(c, field::INBOUND_LIVE, u64::MAX);
-        add(c, field::INBOUND_CLOSED_TOTAL, 1);
-        let now = unsafe { bpf_ktime_get_ns() };
-        set(c, field::LAST_INBOUND_CLOSE_NS, now);
-        notify(cgroup_id, c, event::INBOUND_CLOSE, now);
+pub fn open_tracked(o: &mut SockOwner, sk: *const c_void) -> u8 {
+    let flags = if o.role == role::INBOUND {
+        watched(o.cgroup_id)
     } else {
+        0
+    };
+    let ignored = if flags & watch::FILTER != 0 {
+        let (r, generation) = filter::classify(o.cgroup_id, sk);
+        if r != 0 {
+            o.ignored_generation = generation;
+        }
+        r
+    } else {
+        0
+    };
+    open(o.cgroup_id, o.role, flags, ignored != 0);
+    ignored
+}
+
+/// A connection of `role` stopped being live; `ignored` is its storage's
+/// (see [`open`]). An ignored one neither marks the last close nor wakes
+/// the drain.
+#[inline(always)]
+pub fn close(cgroup_id: u64, role_: u8, ignored: bool) {
+    let Some(c) = existing(cgroup_id) else { return };
+    if role_ != role::INBOUND {
         add(c, field::OUTBOUND_LIVE, u64::MAX);
+        return;
+    }
+    // Adding 2^64-1 is subtracting one; a plain add keeps to the oldest
+    // BPF atomics, which every supported kernel has.
+    add(c, field::INBOUND_LIVE, u64::MAX);
+    add(c, field::INBOUND_CLOSED_TOTAL, 1);
+    if ignored {
+        add(c, field::INBOUND_IGNORED_LIVE, u64::MAX);
+        return;
+    }
+    let now = unsafe { bpf_ktime_get_ns() };
+    set(c, field::LAST_INBOUND_CLOSE_NS, now);
+    notify(cgroup_id, c, event::INBOUND_CLOSE, now);
+}
+
+/// A live connection's count taken back, to be counted again at once by
+/// another program (see `sockops.rs`): its totals too, and no close, no
+/// event.
+#[inline(always)]
+pub fn take_back(cgroup_id: u64, role_: u8, ignored: bool) {
+    let Some(c) = existing(cgroup_id) else { return };
+    if role_ != role::INBOUND {
+        add(c, field::OUTBOUND_LIVE, u64::MAX);
+        add(c, field::OUTBOUND_TOTAL, u64::MAX);
+        return;
+    }
+    add(c, field::INBOUND_LIVE, u64::MAX);
+    add(c, field::INBOUND_TOTAL, u64::MAX);
+    if ignored {
+        add(c, field::INBOUND_IGNORED_LIVE, u64::MAX);
+    }
+}
+
+/// A live inbound connection found to be left out (`up`) or no longer
+/// (by the agent's pass as a drain starts with other exclusions).
+#[inline(always)]
+pub fn ignored(cgroup_id: u64, up: bool) {
+    if let Some(c) = existing(cgroup_id) {
+        add(c, field::INBOUND_IGNORED_LIVE, if up { 1 } else { u64::MAX });
     }
 }
 
@@ -137,10 +229,7 @@ pub fn listener(cgroup_id: u64, up: bool) {
 /// cgroups it doesn't watch: nearly all of them.
 #[inline(always)]
 fn notify(cgroup_id: u64, c: *mut u64, kind: u32, now: u64) {
-    let Some(flags) = (unsafe { WATCH.get(cgroup_id) }) else {
-        return;
-    };
-    if *flags & watch::CONNECTIONS == 0 {
+    if watched(cgroup_id) & watch::CONNECTIONS == 0 {
         return;
     }
     send(cgroup_id, c, kind, now);

@@ -17,16 +17,16 @@ use core::ffi::c_void;
 use aya_ebpf::{macros::btf_tracepoint, programs::BtfTracePointContext};
 use graceful_common::{role, stat, tcp};
 
-use crate::{maps::bump, sock, state};
+use crate::{maps::bump, state};
 
 #[btf_tracepoint(function = "tcp_destroy_sock")]
 pub fn sock_destroyed(ctx: BtfTracePointContext) -> i32 {
     let sk: *mut c_void = ctx.arg(0);
-    let Some(o) = sock::owner(sk) else {
+    let Some(o) = state::ours(sk) else {
         return 0;
     };
     // CLOSE is not live: this uncounts it if a change was missed.
-    if o.role != role::LISTENER && state::settle(o, tcp::CLOSE) {
+    if o.role != role::LISTENER && state::settle(o, tcp::CLOSE, sk) {
         bump(stat::CAUGHT);
     }
     0

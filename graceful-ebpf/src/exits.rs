@@ -15,18 +15,16 @@ use aya_ebpf::{helpers::bpf_ktime_get_ns, macros::btf_tracepoint, programs::BtfT
 use graceful_common::{event, stat, watch, Event};
 
 use crate::{
+    cgroup,
     kmem::{global, read},
     maps::{bump, EVENTS, WATCH},
 };
 
 /// Offsets from the running kernel's BTF, set by the loader (0: unknown,
-/// and the program does nothing).
-#[unsafe(no_mangle)]
-static CGROUP_KN_OFFSET: u32 = 0;
+/// and the program does nothing): `root` in `struct cgroup`,
+/// `hierarchy_id` in `struct cgroup_root`.
 #[unsafe(no_mangle)]
 static CGROUP_ROOT_OFFSET: u32 = 0;
-#[unsafe(no_mangle)]
-static KERNFS_NODE_ID_OFFSET: u32 = 0;
 #[unsafe(no_mangle)]
 static ROOT_HIERARCHY_ID_OFFSET: u32 = 0;
 
@@ -43,10 +41,9 @@ pub fn cgroup_populated(ctx: BtfTracePointContext) -> i32 {
 
 #[inline(always)]
 fn emptied(cgrp: *const c_void) {
-    let (kn_off, root_off) = (global(&CGROUP_KN_OFFSET), global(&CGROUP_ROOT_OFFSET));
-    let (id_off, hier_off) = (global(&KERNFS_NODE_ID_OFFSET), global(&ROOT_HIERARCHY_ID_OFFSET));
+    let (root_off, hier_off) = (global(&CGROUP_ROOT_OFFSET), global(&ROOT_HIERARCHY_ID_OFFSET));
     // None of these fields is first in its struct, so 0 means "not set".
-    if kn_off == 0 || root_off == 0 || id_off == 0 || hier_off == 0 {
+    if !cgroup::known() || root_off == 0 || hier_off == 0 {
         return;
     }
     // The unified (v2) hierarchy is hierarchy 0, as in /proc/<pid>/cgroup.
@@ -56,10 +53,7 @@ fn emptied(cgrp: *const c_void) {
     if read::<i32>(root, hier_off) != Some(0) {
         return;
     }
-    let Some(kn) = read::<*const c_void>(cgrp, kn_off) else {
-        return;
-    };
-    let Some(id) = read::<u64>(kn, id_off) else {
+    let Some(id) = cgroup::id(cgrp) else {
         return;
     };
     let Some(flags) = (unsafe { WATCH.get(id) }) else {

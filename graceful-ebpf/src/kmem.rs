@@ -14,6 +14,17 @@ pub fn global(v: &'static u32) -> u32 {
     unsafe { core::ptr::read_volatile(v) }
 }
 
+/// The `T` at `base + off`, where `base` is a pointer the verifier knows
+/// the BTF type of (a program's typed argument, a `bpf_skc_to_*` result, or
+/// a pointer field read this way) and `off` an offset global: a plain load,
+/// which the verifier checks against the type and the kernel guards
+/// against faults. Several times cheaper than [`read`], a helper call. The
+/// field at `off` must be one the caller knows exists (see `sock.rs`).
+#[inline(always)]
+pub fn load<T: Copy>(base: *const c_void, off: u32) -> T {
+    unsafe { core::ptr::read_volatile(base.cast::<u8>().add(off as usize).cast::<T>()) }
+}
+
 /// The `T` at `base + off` in kernel memory, if it can be read.
 #[inline(always)]
 pub fn read<T: Copy>(base: *const c_void, off: u32) -> Option<T> {

@@ -1,14 +1,18 @@
-//! Socket-level helpers: our storage on a socket, and the two struct fields
-//! we read, at offsets the agent found in the running kernel's BTF.
+//! Socket-level helpers: our storage on a socket, and the struct fields we
+//! read, at offsets the agent found in the running kernel's BTF.
 
 use core::ffi::c_void;
 
-use aya_ebpf::{bindings::BPF_SK_STORAGE_GET_F_CREATE, helpers::generated::bpf_sk_storage_get};
+use aya_ebpf::{
+    bindings::BPF_SK_STORAGE_GET_F_CREATE,
+    helpers::generated::{bpf_sk_storage_delete, bpf_sk_storage_get},
+};
 use graceful_common::SockOwner;
 
 use crate::{
-    kmem::{global, read},
-    maps::SOCKS,
+    cgroup,
+    kmem::{global, load, read},
+    maps::{NOTES, SOCKS},
 };
 
 /// Byte offset of `skc_state` in `struct sock_common`. Set by the loader
@@ -20,27 +24,136 @@ static SKC_STATE_OFFSET: u32 = 0;
 #[unsafe(no_mangle)]
 static SK_PROTOCOL_OFFSET: u32 = 0;
 
-const IPPROTO_TCP: u16 = 6;
+/// Byte offset in `struct sock` of the pointer to the socket's cgroup v2
+/// (`sk_cgrp_data.cgroup`; on kernels before that field, `sk_cgrp_data.val`,
+/// which holds the same pointer while its low two bits are clear). Set by
+/// the loader; 0 means unknown.
+#[unsafe(no_mangle)]
+static SK_CGROUP_OFFSET: u32 = 0;
 
-/// Our storage on `sk`, if any.
+/// 1 when [`SK_CGROUP_OFFSET`] is a `struct cgroup *` field of its own
+/// (5.15 on), so the verifier types what it loads and the chain to the id
+/// is three plain loads; 0: read with helper calls.
+#[unsafe(no_mangle)]
+static SK_CGROUP_TYPED: u32 = 0;
+/// Byte offset of `sk_bpf_storage` in `struct sock`: whether a socket has
+/// any storage at all, without a helper call. 0: unknown.
+#[unsafe(no_mangle)]
+static SK_STORAGE_OFFSET: u32 = 0;
+
+/// Byte offset of `bpf_sock_ops_cb_flags` in `struct tcp_sock`: the flags
+/// by which the sock_ops program marks the sockets it counts. Set by the
+/// loader; 0 means unknown.
+#[unsafe(no_mangle)]
+static TCP_CB_FLAGS_OFFSET: u32 = 0;
+
+const IPPROTO_TCP: u16 = 6;
+/// The root cgroup's id, where the kernel itself puts a socket whose
+/// cgroup data it cannot use (see [`cgroup_id`]).
+const ROOT_CGROUP_ID: u64 = 1;
+
+/// The cgroup v2 id of the socket's own cgroup: the cgroup of the task
+/// that created it, and for a connection accepted by a listener, the
+/// listener's (the kernel copies it into the child). Stable for the
+/// socket's life, so its opening and its close name the same owner.
 #[inline(always)]
-pub fn owner(sk: *mut c_void) -> Option<&'static mut SockOwner> {
-    let p = unsafe { bpf_sk_storage_get(SOCKS.as_ptr(), sk, core::ptr::null_mut(), 0) };
+pub fn cgroup_id(sk: *const c_void) -> Option<u64> {
+    if global(&SK_CGROUP_TYPED) != 0 {
+        let cgrp: *const c_void = load(sk, global(&SK_CGROUP_OFFSET));
+        if cgrp.is_null() {
+            return Some(ROOT_CGROUP_ID);
+        }
+        return Some(cgroup::id_typed(cgrp));
+    }
+    let p = read::<u64>(sk, global(&SK_CGROUP_OFFSET))?;
+    // Low bits set: an old kernel's cgroup v1 tagging (net_cls, net_prio)
+    // took the field over, and the kernel runs the root's programs for it.
+    if p == 0 || p & 3 != 0 {
+        return Some(ROOT_CGROUP_ID);
+    }
+    cgroup::id(p as *const c_void)
+}
+
+#[inline(always)]
+fn storage<const F: usize>(
+    map: &crate::maps::SockStorage<F>,
+    sk: *mut c_void,
+    flags: u64,
+) -> Option<&'static mut SockOwner> {
+    let p = unsafe { bpf_sk_storage_get(map.as_ptr(), sk, core::ptr::null_mut(), flags) };
     unsafe { p.cast::<SockOwner>().as_mut() }
 }
 
-/// Our storage on `sk`, created zeroed if missing.
+/// The storage of a socket the tracepoint programs count, if any: the
+/// tracepoint design's own (`SOCKS`), or an adopted socket's note.
+#[inline(always)]
+pub fn owner(sk: *mut c_void) -> Option<&'static mut SockOwner> {
+    if let Some(o) = storage(&SOCKS, sk, 0) {
+        return Some(o);
+    }
+    storage(&NOTES, sk, 0).filter(|o| o.role != 0)
+}
+
+/// Deletes the state programs' storage on `sk`: the tracepoint design's,
+/// and an adopted socket's note (an exclusion mark stays).
+#[inline(always)]
+pub fn forget(sk: *mut c_void) {
+    unsafe { bpf_sk_storage_delete(SOCKS.as_ptr(), sk) };
+    if note(sk).is_some_and(|n| n.role != 0) {
+        unsafe { bpf_sk_storage_delete(NOTES.as_ptr(), sk) };
+    }
+}
+
+/// The tracepoint design's storage on `sk`, if any.
+#[inline(always)]
+pub fn design_storage(sk: *mut c_void) -> Option<&'static mut SockOwner> {
+    storage(&SOCKS, sk, 0)
+}
+
+/// Deletes the tracepoint design's storage on `sk`.
+#[inline(always)]
+pub fn forget_design_storage(sk: *mut c_void) {
+    unsafe { bpf_sk_storage_delete(SOCKS.as_ptr(), sk) };
+}
+
+/// The tracepoint design's storage on `sk`, created zeroed if missing.
 #[inline(always)]
 pub fn owner_or_create(sk: *mut c_void) -> Option<&'static mut SockOwner> {
-    let p = unsafe {
-        bpf_sk_storage_get(
-            SOCKS.as_ptr(),
-            sk,
-            core::ptr::null_mut(),
-            BPF_SK_STORAGE_GET_F_CREATE.into(),
-        )
-    };
-    unsafe { p.cast::<SockOwner>().as_mut() }
+    storage(&SOCKS, sk, BPF_SK_STORAGE_GET_F_CREATE.into())
+}
+
+/// The note on `sk`, if any (see `maps::NOTES`).
+#[inline(always)]
+pub fn note(sk: *mut c_void) -> Option<&'static mut SockOwner> {
+    storage(&NOTES, sk, 0)
+}
+
+/// [`note`] for the typed TCP socket `tp` (the same socket as `sk`), with a
+/// plain load first: nearly every socket carries no storage at all.
+#[inline(always)]
+pub fn note_of(tp: *const c_void, sk: *mut c_void) -> Option<&'static mut SockOwner> {
+    let off = global(&SK_STORAGE_OFFSET);
+    if off != 0 && load::<*const c_void>(tp, off).is_null() {
+        return None;
+    }
+    note(sk)
+}
+
+/// The note on `sk`, created zeroed if missing.
+#[inline(always)]
+pub fn note_or_create(sk: *mut c_void) -> Option<&'static mut SockOwner> {
+    storage(&NOTES, sk, BPF_SK_STORAGE_GET_F_CREATE.into())
+}
+
+/// The sock_ops callback flags of the TCP socket `tp` (see `sockops.rs`);
+/// 0 when unknown.
+#[inline(always)]
+pub fn ops_flags(tp: *const c_void) -> u32 {
+    let off = global(&TCP_CB_FLAGS_OFFSET);
+    if off == 0 {
+        return 0;
+    }
+    read::<u8>(tp, off).map_or(0, u32::from)
 }
 
 /// Whether `sk` is a TCP socket. `inet_sock_set_state` also fires for other

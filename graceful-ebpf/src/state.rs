@@ -36,13 +36,29 @@ use core::ffi::c_void;
 use aya_ebpf::{helpers::bpf_get_current_cgroup_id, macros::btf_tracepoint, programs::BtfTracePointContext};
 use graceful_common::{role, stat, tcp, SockOwner};
 
-use crate::{counters, maps::bump, sock};
+use crate::{counters, kmem::global, maps::bump, sock, sockops};
+
+/// Set by the loader: 1 when these programs count every socket (the
+/// tracepoint design, `--counting tracepoint`): they start tracking a
+/// socket at connect() and listen(). 0 when the sock_ops program counts
+/// the sockets made since it was attached (`sockops.rs`): then these count
+/// only the sockets that carry storage already, and create none.
+#[unsafe(no_mangle)]
+static TRACK_NEW: u32 = 0;
+
+/// Whether these programs count every socket (see [`TRACK_NEW`]).
+#[inline(always)]
+pub fn tracks_new() -> bool {
+    global(&TRACK_NEW) != 0
+}
 
 #[btf_tracepoint(function = "inet_sock_set_state")]
 pub fn sock_set_state(ctx: BtfTracePointContext) -> i32 {
     bump(stat::EVENTS);
     match handle(ctx.arg(0), ctx.arg::<i32>(1) as u32, ctx.arg::<i32>(2) as u32) {
-        Handled::Untracked => bump(stat::UNTRACKED),
+        // Expected for most sockets when the sock_ops program counts them.
+        Handled::Untracked if tracks_new() => bump(stat::UNTRACKED),
+        Handled::Untracked => {}
         Handled::NoStorage => bump(stat::STORAGE_FAILED),
         Handled::Changed | Handled::Unchanged => {}
     }
@@ -76,13 +92,20 @@ fn handle(sk: *mut c_void, old: u32, new: u32) -> Handled {
         if !sock::is_tcp(sk) {
             return Handled::Unchanged;
         }
+        if !tracks_new() {
+            // An adopted socket reused after it closed stays ours.
+            return match ours(sk) {
+                Some(o) => start(o, new),
+                None => Handled::Untracked,
+            };
+        }
         let Some(o) = sock::owner_or_create(sk) else {
             return Handled::NoStorage;
         };
         return start(o, new);
     }
 
-    let Some(o) = sock::owner(sk) else {
+    let Some(o) = ours(sk) else {
         return Handled::Untracked;
     };
 
@@ -109,14 +132,28 @@ fn handle(sk: *mut c_void, old: u32, new: u32) -> Handled {
         // here on it is an inbound connection, not yet counted.
         o.role = role::INBOUND;
         o.counted = 0;
-        settle(o, new);
+        o.ignored = 0;
+        o.ignored_generation = 0;
+        settle(o, new, sk);
         return Handled::Changed;
     }
-    if settle(o, new) {
+    if settle(o, new, sk) {
         Handled::Changed
     } else {
         Handled::Unchanged
     }
+}
+
+/// The storage of `sk` if these programs count it: it has storage, and
+/// (when the sock_ops program counts the new sockets) that program has not
+/// taken it over: storage left on a socket it flagged is stale.
+#[inline(always)]
+pub fn ours(sk: *mut c_void) -> Option<&'static mut SockOwner> {
+    let o = sock::owner(sk)?;
+    if !tracks_new() && sock::ops_flags(sk) & sockops::COUNTED != 0 {
+        return None;
+    }
+    Some(o)
 }
 
 /// A socket starts as a listener or a client, owned by the current cgroup.
@@ -134,9 +171,11 @@ fn start(o: &mut SockOwner, new: u32) -> Handled {
     }
     // A socket reused after disconnect: settle its past first.
     if o.counted != 0 {
-        uncount(o.cgroup_id, o.role);
+        uncount(o.cgroup_id, o.role, o.ignored);
         o.counted = 0;
     }
+    o.ignored = 0;
+    o.ignored_generation = 0;
     o.cgroup_id = cgroup_id;
     o.role = role_;
     if new == tcp::LISTEN {
@@ -146,18 +185,19 @@ fn start(o: &mut SockOwner, new: u32) -> Handled {
     Handled::Changed
 }
 
-/// Counts or uncounts a connection as `new` is live or not. Returns whether
-/// anything changed.
+/// Counts or uncounts connection `sk` as `new` is live or not. Returns
+/// whether anything changed.
 #[inline(always)]
-pub fn settle(o: &mut SockOwner, new: u32) -> bool {
+pub fn settle(o: &mut SockOwner, new: u32, sk: *const c_void) -> bool {
     let live = tcp::is_live(new);
     if live && o.counted == 0 {
         o.counted = 1;
-        counters::open(o.cgroup_id, o.role);
+        o.ignored = counters::open_tracked(o, sk);
         true
     } else if !live && o.counted != 0 {
         o.counted = 0;
-        counters::close(o.cgroup_id, o.role);
+        counters::close(o.cgroup_id, o.role, o.ignored != 0);
+        o.ignored = 0;
         true
     } else {
         false
@@ -165,10 +205,10 @@ pub fn settle(o: &mut SockOwner, new: u32) -> bool {
 }
 
 #[inline(always)]
-fn uncount(cgroup_id: u64, role_: u8) {
+fn uncount(cgroup_id: u64, role_: u8, ignored: u8) {
     if role_ == role::LISTENER {
         counters::listener(cgroup_id, false);
     } else {
-        counters::close(cgroup_id, role_);
+        counters::close(cgroup_id, role_, ignored != 0);
     }
 }

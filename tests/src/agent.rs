@@ -276,6 +276,7 @@ impl Agent {
                         inbound_closed_total: f("inbound_closed_total"),
                         last_inbound_open_ns: f("last_inbound_open_ns"),
                         last_inbound_close_ns: f("last_inbound_close_ns"),
+                        inbound_ignored_live: r["inbound_ignored_live"].as_u64().unwrap_or(0),
                         ..Default::default()
                     },
                 )

@@ -144,6 +144,12 @@ pub struct Scene {
 
 impl Scene {
     pub fn new(annotations: Value) -> Scene {
+        Scene::with_node(annotations, None)
+    }
+
+    /// [`Scene::new`], with `node` (a namespace path) as the node's
+    /// namespace for the agent instead of `net.a`.
+    pub fn with_node(annotations: Value, node: Option<&str>) -> Scene {
         let rt = tokio::runtime::Runtime::new().unwrap();
         let pod = SimPod::create(1);
         let net = VethPair::create();
@@ -154,9 +160,8 @@ impl Scene {
         api.push_list(Reply::list(list(&[pod_object(&pod, annotations)])));
         let mut agent = Agent::new();
         with_api(&mut agent, &api);
-        agent
-            .daemon_args
-            .extend(["--node-netns".into(), net.a.path().to_string()]);
+        let node = node.unwrap_or(net.a.path()).to_string();
+        agent.daemon_args.extend(["--node-netns".into(), node]);
         agent.start();
         wait_watching(&api);
         Scene {

@@ -29,10 +29,7 @@ use super::{
     netns::{self, NetNs},
     sockdiag::{self, tcp_state, Classified, Classifier, Role},
 };
-use crate::bpf::{
-    loader::{self, LoadError},
-    maps, MapError,
-};
+use crate::bpf::{links, loader::LoadError, maps, MapError};
 
 /// What one adoption did.
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
@@ -44,6 +41,11 @@ pub struct Report {
     /// Tracked sockets whose count disagreed with their state, set right.
     #[serde(default)]
     pub repaired: u64,
+    /// Sockets the state programs count (they carry storage), as the last
+    /// pass found them; under the sock_ops design, those programs go once
+    /// there are none.
+    #[serde(default)]
+    pub storage: u64,
     pub elapsed_ms: u64,
 }
 
@@ -107,13 +109,34 @@ fn offer(map: &mut HashMap<&mut MapData, u64, AdoptEntry>) -> Result<Vec<u64>, O
     }
 }
 
-/// Walks every socket of an opened iterator. Returns the number of sockets
-/// it repaired: the program writes one byte per socket it repaired, and
-/// nothing else.
-pub(super) fn walk(mut file: File) -> std::io::Result<u64> {
+/// What the iterator saw of the sockets the state programs count.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Walked {
+    /// Sockets whose count it set right.
+    pub repaired: u64,
+    /// Sockets with storage, the repaired ones included.
+    pub storage: u64,
+}
+
+impl std::ops::AddAssign for Walked {
+    fn add_assign(&mut self, o: Walked) {
+        self.repaired += o.repaired;
+        self.storage += o.storage;
+    }
+}
+
+/// Walks every socket of an opened iterator. The program writes one byte
+/// per socket it saw with storage: `s`, `r` for one it repaired, `h` for
+/// one it repaired and handed over to the sock_ops program (no storage
+/// left).
+pub(super) fn walk(mut file: File) -> std::io::Result<Walked> {
     let mut sink = Vec::new();
     file.read_to_end(&mut sink)?;
-    Ok(sink.len() as u64)
+    let count = |b: u8| sink.iter().filter(|x| **x == b).count() as u64;
+    Ok(Walked {
+        repaired: count(b'r') + count(b'h'),
+        storage: count(b's') + count(b'r'),
+    })
 }
 
 /// Adopts every pre-existing TCP socket in every network namespace.
@@ -128,6 +151,7 @@ pub fn adopt_all(ebpf: &mut Ebpf) -> Result<Report, AdoptError> {
 
     for pass in 0..2 {
         let mut offered = 0;
+        let mut walked = Walked::default();
         for ns in &scan.namespaces {
             // 1. Offer this namespace's sockets to the kernel, classified
             //    as the dump streams in.
@@ -152,7 +176,7 @@ pub fn adopt_all(ebpf: &mut Ebpf) -> Result<Report, AdoptError> {
 
             // 2. Let the iterator adopt them (and check the others).
             match iterate_in(ebpf, ns)? {
-                Ok(n) => report.repaired += n,
+                Ok(w) => walked += w,
                 Err(e) => {
                     debug!(ns = ns.inode, error = %e, "adoption iterator failed");
                     failed.insert(ns.inode);
@@ -166,7 +190,9 @@ pub fn adopt_all(ebpf: &mut Ebpf) -> Result<Report, AdoptError> {
             }
         }
         report.offered += offered;
-        debug!(pass, offered, "adoption pass done");
+        report.repaired += walked.repaired;
+        report.storage = walked.storage;
+        debug!(pass, offered, storage = walked.storage, "adoption pass done");
     }
     report.namespaces_failed = failed.len();
     report.elapsed_ms = started.elapsed().as_millis() as u64;
@@ -180,6 +206,7 @@ pub fn adopt_all(ebpf: &mut Ebpf) -> Result<Report, AdoptError> {
         namespaces = report.namespaces,
         offered = report.offered,
         repaired = report.repaired,
+        storage = report.storage,
         elapsed_ms = report.elapsed_ms,
         "adopted pre-existing sockets"
     );
@@ -188,10 +215,9 @@ pub fn adopt_all(ebpf: &mut Ebpf) -> Result<Report, AdoptError> {
 
 /// Runs the iterator in `ns` (loading it the first time). The outer error
 /// is the program's and ends the pass; the inner one is the namespace's
-/// (it vanished, or could not be entered), and the pass goes on. Returns
-/// the number of sockets it repaired.
-fn iterate_in(ebpf: &mut Ebpf, ns: &NetNs) -> Result<std::io::Result<u64>, AdoptError> {
-    Ok(open_in(ns, || loader::open_iter(ebpf))?.and_then(walk))
+/// (it vanished, or could not be entered), and the pass goes on.
+fn iterate_in(ebpf: &mut Ebpf, ns: &NetNs) -> Result<std::io::Result<Walked>, AdoptError> {
+    Ok(open_in(ns, || links::open_iter(ebpf))?.and_then(walk))
 }
 
 /// Opens, with `open` run inside `ns`, an instance of the iterator over

@@ -19,7 +19,10 @@ use super::{
     netns::{self, NetNs},
     pass::{open_in, walk, AdoptError},
 };
-use crate::{bpf::Kernel, metrics::Recorder};
+use crate::{
+    bpf::{retire::StatePrograms, Kernel},
+    metrics::Recorder,
+};
 
 /// What one repair pass did.
 #[derive(Clone, Debug, Default)]
@@ -28,6 +31,8 @@ pub struct Repair {
     pub namespaces_failed: usize,
     /// Tracked sockets whose count disagreed with their state, set right.
     pub repaired: u64,
+    /// Sockets the state programs count (see [`super::pass::Walked`]).
+    pub storage: u64,
     pub elapsed: Duration,
 }
 
@@ -38,18 +43,28 @@ pub struct Repairer {
     /// The agent's handle, whose loaded object opens the iterators.
     kernel: Kernel,
     metrics: Arc<Recorder>,
+    /// Detached once a pass over the node finds no socket they count.
+    state_programs: Option<Arc<StatePrograms>>,
 }
 
 impl Repairer {
-    pub fn new(kernel: Kernel, metrics: Arc<Recorder>) -> Self {
-        Self { kernel, metrics }
+    pub fn new(kernel: Kernel, metrics: Arc<Recorder>, state_programs: Option<Arc<StatePrograms>>) -> Self {
+        Self {
+            kernel,
+            metrics,
+            state_programs,
+        }
     }
 
     /// Every network namespace on the node: the periodic pass.
     pub async fn all(&self) {
         let kernel = self.kernel.clone();
         let pass = blocking(move || repair(&kernel, &netns::scan_netns().namespaces)).await;
-        match self.account(pass, "node") {
+        let pass = self.account(pass, "node");
+        if let (Some(p), Some(r)) = (&self.state_programs, &pass) {
+            p.after_pass(r.storage, r.namespaces_failed == 0);
+        }
+        match pass {
             Some(r) if r.repaired > 0 => info!(
                 repaired = r.repaired,
                 namespaces = r.namespaces,
@@ -118,7 +133,10 @@ fn repair(kernel: &Kernel, namespaces: &[NetNs]) -> Result<Repair, AdoptError> {
     };
     for ns in namespaces {
         match open_in(ns, || kernel.open_iter_here())?.and_then(walk) {
-            Ok(n) => report.repaired += n,
+            Ok(w) => {
+                report.repaired += w.repaired;
+                report.storage += w.storage;
+            }
             Err(e) => {
                 debug!(ns = ns.inode, error = %e, "repair iterator failed");
                 report.namespaces_failed += 1;

@@ -12,6 +12,7 @@
 
 use std::{
     path::{Path, PathBuf},
+    sync::Arc,
     time::Duration,
 };
 
@@ -20,9 +21,10 @@ use tracing::{info, warn};
 use crate::{
     adopt::pass::adopt_all,
     bpf::{
-        loader::{self, AttachOptions},
+        loader::{self, AttachOptions, Counting},
         paths::PinDir,
         pinned::Pinned,
+        retire::StatePrograms,
     },
     cgroupfs::Hierarchy,
     kernel,
@@ -43,6 +45,7 @@ pub const STOP_LIMIT: Duration = Duration::from_secs(5);
 #[derive(Clone, Debug)]
 pub struct Settings {
     pub replace_incompatible_pins: bool,
+    pub counting: Counting,
     pub gc_interval: Duration,
     /// `0s`: no periodic repair pass.
     pub repair_interval: Duration,
@@ -71,23 +74,34 @@ pub fn run(pins: &PinDir, api_socket: &Path, settings: Settings) -> anyhow::Resu
     let claim = claim::take(pins, api_socket, gate_socket.as_deref())?;
     let opts = AttachOptions {
         replace_incompatible: settings.replace_incompatible_pins,
+        counting: settings.counting,
+        cgroup_root: hier.mount().to_path_buf(),
     };
     let mut attached = loader::attach(pins, &opts)?;
     info!(
         kernel = %release,
         cgroup2 = %hier.mount().display(),
         pins = %pins.root().display(),
+        counting = ?attached.design,
         reused_maps = attached.reused_maps,
         reused_link = attached.reused_link,
         "programs attached"
     );
-    let pinned = Pinned::hold(pins, &attached.links)?;
+    let pinned = Arc::new(Pinned::hold(pins, &attached.links)?);
     let adoption = adopt_all(&mut attached.ebpf)?;
     info!(
         offered = adoption.offered,
         namespaces = adoption.namespaces,
         "adoption done"
     );
+    let state_programs = StatePrograms::new(pins, attached.state_links.clone(), pinned.clone());
+    state_programs.after_pass(adoption.storage, adoption.namespaces_failed == 0);
+    if state_programs.attached() && adoption.storage > 0 {
+        info!(
+            sockets = adoption.storage,
+            "sockets older than the sock_ops program carry storage (adopted on a kernel before 6.12, or tracked by an agent of the tracepoint design): the state programs count them until they end, and are detached once none is left"
+        );
+    }
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -98,6 +112,7 @@ pub fn run(pins: &PinDir, api_socket: &Path, settings: Settings) -> anyhow::Resu
             pins: pins.clone(),
             claim,
             pinned,
+            state_programs,
         },
         hier,
         attached.ebpf,

@@ -18,7 +18,7 @@ use super::{budget, claim::Claim, gate_dir, tasks::Tasks, Settings, STOP_LIMIT};
 use crate::{
     adopt::{pass::Report as AdoptReport, repair::Repairer},
     api::{self, node::Node, routes::Api},
-    bpf::{maps, paths::PinDir, pinned::Pinned, Kernel},
+    bpf::{maps, paths::PinDir, pinned::Pinned, retire::StatePrograms, Kernel},
     cgroupfs::Hierarchy,
     drain::{
         drainer::Drainer,
@@ -26,8 +26,9 @@ use crate::{
         terminations::{Outcome, TerminationReport, Terminations},
     },
     gate::{listener::Socket, server},
-    httpgate::{addrs::NodeAddrs, gates::Gates, server::Ctx},
+    httpgate::{gates::Gates, server::Ctx},
     metrics::Recorder,
+    node_addrs::NodeAddrs,
     resolver::watch::{WatchConfig, Watcher},
     share::{Limits, Shares},
 };
@@ -37,7 +38,10 @@ use crate::{
 pub struct Held {
     pub pins: PinDir,
     pub claim: Claim,
-    pub pinned: Pinned,
+    pub pinned: Arc<Pinned>,
+    /// Under the sock_ops design, the state programs, until no socket
+    /// carries their storage.
+    pub state_programs: StatePrograms,
 }
 
 pub async fn serve(
@@ -58,14 +62,14 @@ pub async fn serve(
         pins,
         mut claim,
         pinned,
+        state_programs,
     } = held;
-    let pinned = Arc::new(pinned);
     let mut tasks = Tasks::default();
     let kernel = Kernel::open(&pins)?.with_object(ebpf);
     let watcher = Watcher::spawn(&hier, WatchConfig::default())?;
     let recorder = Arc::new(Recorder::new(&Outcome::ALL.map(Outcome::as_str)));
     recorder.repair(None, adoption.repaired);
-    let repairer = Repairer::new(kernel.clone(), recorder.clone());
+    let repairer = Repairer::new(kernel.clone(), recorder.clone(), Some(Arc::new(state_programs)));
     // Names, deletions and Events from the API; never blocks or fails the start.
     let kube = crate::kube::Kube::start(&settings.kube, watcher.resolver().shared()).await;
     // Every terminating pod's report, gated or not: from the watch's
@@ -99,6 +103,17 @@ pub async fn serve(
         settings.shutdown_budget,
     );
     drainer.repairer = Some(repairer.clone());
+    // The node's own addresses: the httpGet gate's only peers, and what
+    // `ignore-peers: node` leaves out. Without them the agent goes on, and
+    // says what it can't do.
+    let node_addrs = match NodeAddrs::open(&settings.node_netns) {
+        Ok(n) => Some(Arc::new(n)),
+        Err(e) => {
+            error!("{e}: the httpGet gate is off (pods' httpGet hooks fail open), and ignore-peers: node leaves nothing out");
+            None
+        }
+    };
+    drainer.node = node_addrs.clone();
     let drainer = Arc::new(drainer);
     let nofile = budget::raise_nofile();
     // One share of descriptors for both gates: a pod's hooks are counted
@@ -121,9 +136,17 @@ pub async fn serve(
             server::serve(listener, socket, drainer.clone(), shares.clone()),
         );
     }
-    let http_gate = kube
-        .as_ref()
-        .and_then(|k| start_http_gate(&mut tasks, &settings, k, &watcher, &hier, &drainer, &shares));
+    let http_gate = kube.as_ref().and_then(|k| {
+        start_http_gate(
+            &mut tasks,
+            k,
+            node_addrs.clone()?,
+            &watcher,
+            &hier,
+            &drainer,
+            &shares,
+        )
+    });
     let http_gates = http_gate.as_ref().map(|(listening, _)| listening.clone());
     let node = Arc::new(Node {
         pins: pins.clone(),
@@ -204,20 +227,13 @@ pub async fn serve(
 /// and what its drains share.
 fn start_http_gate(
     tasks: &mut Tasks,
-    settings: &Settings,
     kube: &crate::kube::Kube,
+    node: Arc<NodeAddrs>,
     watcher: &Watcher,
     hier: &Hierarchy,
     drainer: &Arc<Drainer>,
     shares: &Arc<Shares>,
 ) -> Option<(Arc<AtomicUsize>, Arc<Ctx>)> {
-    let node = match NodeAddrs::open(&settings.node_netns) {
-        Ok(n) => Arc::new(n),
-        Err(e) => {
-            error!("{e}: the httpGet gate is off; pods' httpGet hooks fail open");
-            return None;
-        }
-    };
     info!(node_addresses = ?node.current(), "httpGet gate on: pods opt in with graceful.dev/gate: http");
     let ctx = Arc::new(Ctx {
         drainer: drainer.clone(),

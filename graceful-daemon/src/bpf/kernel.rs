@@ -12,13 +12,15 @@ use std::{
 };
 
 use aya::{programs::cgroup_skb::CgroupSkbLinkId, Ebpf};
-use graceful_common::{stat, Event};
+use graceful_common::{stat, watch, Event, Filter, MAX_IGNORE_RULES};
 use tokio::sync::broadcast;
 use tracing::warn;
 
 use super::{
     error::MapError,
-    loader::{self, LoadError},
+    filters::{FilterSet, Installed},
+    links,
+    loader::LoadError,
     maps::{Counters, Stats, WatchSet},
     paths::PinDir,
     ring,
@@ -31,6 +33,7 @@ use crate::sync;
 pub struct Kernel {
     pub pins: PinDir,
     pub watch: Arc<Mutex<WatchSet>>,
+    filters: Arc<Mutex<FilterSet>>,
     /// Read lock-free: every drain's look goes here.
     pub counters: Arc<Counters>,
     pub events: broadcast::Sender<Event>,
@@ -57,6 +60,7 @@ impl Kernel {
         Ok(Self {
             pins: pins.clone(),
             watch: Arc::new(Mutex::new(WatchSet::open(pins)?)),
+            filters: Arc::new(Mutex::new(FilterSet::open(pins)?)),
             counters: Arc::new(Counters::open(pins)?),
             events,
             stats: Arc::new(Stats::open(pins)?),
@@ -67,7 +71,7 @@ impl Kernel {
 
     /// This handle, with the agent's loaded object to attach through.
     pub fn with_object(self, mut ebpf: Ebpf) -> Self {
-        let ingress = match loader::load_ingress(&mut ebpf) {
+        let ingress = match links::load_ingress(&mut ebpf) {
             Ok(()) => true,
             Err(e) => {
                 warn!(error = %e, "the ingress program did not load: the quiet policy sees new connections only");
@@ -88,7 +92,7 @@ impl Kernel {
     /// program is not loaded.
     pub fn watch_payload(&self, dir: &Path) -> Option<Result<Payload, LoadError>> {
         let object = self.object.as_ref().filter(|o| o.ingress)?;
-        let attached = loader::attach_ingress(&mut sync::lock(&object.ebpf), dir);
+        let attached = links::attach_ingress(&mut sync::lock(&object.ebpf), dir);
         Some(attached.map(|link| Payload {
             object: object.clone(),
             link: Some(link),
@@ -96,14 +100,14 @@ impl Kernel {
     }
 
     /// Opens an instance of the adoption iterator over the calling
-    /// thread's network namespace ([`loader::open_iter`]), holding the
+    /// thread's network namespace ([`links::open_iter`]), holding the
     /// object's lock only for that: the walk needs nothing of it.
     pub fn open_iter_here(&self) -> Result<io::Result<File>, LoadError> {
         let object = self.object.as_ref().ok_or_else(|| LoadError::Pin {
             what: "open the adoption iterator".into(),
             message: "this handle has no loaded object".into(),
         })?;
-        loader::open_iter(&mut sync::lock(&object.ebpf))
+        links::open_iter(&mut sync::lock(&object.ebpf))
     }
 
     /// The programs' own figures, summed over CPUs.
@@ -126,6 +130,56 @@ impl Kernel {
         }
         drop(w);
         Ok(guard)
+    }
+}
+
+impl Kernel {
+    /// Sets `filter` on `cgroups` for as long as the returned guard lives:
+    /// from then on the programs leave out the inbound connections it
+    /// matches as they open (a pass over the pod's sockets must then match
+    /// those already live: `adopt::repair`). All or none. The guard says
+    /// whether another drain of one of the cgroups had set other
+    /// exclusions first, which then stay.
+    pub fn exclude(&self, cgroups: &[u64], filter: &Filter) -> Result<Excluded<'_>, MapError> {
+        let mut guard = Excluded {
+            kernel: self,
+            cgroups: Vec::with_capacity(cgroups.len()),
+            others: false,
+            _watched: None,
+        };
+        let mut f = sync::lock(&self.filters);
+        for c in cgroups {
+            guard.others |= f.add(*c, filter)? == Installed::Other;
+            guard.cgroups.push(*c);
+        }
+        drop(f);
+        guard._watched = Some(self.watch(cgroups, watch::FILTER)?);
+        Ok(guard)
+    }
+
+    /// Connections each exclusion rule left out so far, summed over `cgroups`.
+    pub fn tallies(&self, cgroups: &[u64]) -> [u64; MAX_IGNORE_RULES] {
+        sync::lock(&self.filters).tallies(cgroups)
+    }
+}
+
+/// Keeps exclusions on cgroups until dropped.
+pub struct Excluded<'a> {
+    kernel: &'a Kernel,
+    cgroups: Vec<u64>,
+    /// Another drain's exclusions were there first on some cgroup.
+    pub others: bool,
+    _watched: Option<Watched<'a>>,
+}
+
+impl Drop for Excluded<'_> {
+    fn drop(&mut self) {
+        // The flag goes first, so no program looks for a filter removed.
+        self._watched = None;
+        let mut f = sync::lock(&self.kernel.filters);
+        for c in &self.cgroups {
+            f.remove(*c);
+        }
     }
 }
 
@@ -154,7 +208,7 @@ pub struct Payload {
 impl Drop for Payload {
     fn drop(&mut self) {
         let Some(link) = self.link.take() else { return };
-        if loader::detach_ingress(&mut sync::lock(&self.object.ebpf), link).is_err() {
+        if links::detach_ingress(&mut sync::lock(&self.object.ebpf), link).is_err() {
             warn!("could not detach the ingress program from a drained cgroup");
         }
     }

@@ -4,7 +4,9 @@
 //! map is also checked against its expected type and sizes.
 
 use aya::maps::{Array, Map, MapData, MapType};
-use graceful_common::{names, AdoptEntry, CgroupCounters, Meta, SockOwner, LAYOUT_MAGIC, LAYOUT_VERSION};
+use graceful_common::{
+    names, AdoptEntry, CgroupCounters, Filter, Meta, SockOwner, LAYOUT_MAGIC, LAYOUT_VERSION,
+};
 
 use super::{error::MapError, open::open_path as open, paths::PinDir};
 
@@ -22,9 +24,14 @@ struct Expected {
     map_type: MapType,
     key_size: u32,
     value_size: u32,
+    /// Added to layout 1 after its release: pins of an older agent lack
+    /// it, and the loader creates it beside them. The older agent's
+    /// programs never read it, and its values hold nothing that must
+    /// outlive an agent but the drains' own tallies.
+    added: bool,
 }
 
-fn expected() -> [Expected; 7] {
+fn expected() -> [Expected; 10] {
     use std::mem::size_of;
     [
         Expected {
@@ -32,42 +39,70 @@ fn expected() -> [Expected; 7] {
             map_type: MapType::Array,
             key_size: 4,
             value_size: size_of::<Meta>() as u32,
+            added: false,
         },
         Expected {
             name: names::COUNTERS,
             map_type: MapType::Hash,
             key_size: 8,
             value_size: size_of::<CgroupCounters>() as u32,
+            added: false,
         },
         Expected {
             name: names::SOCKS,
             map_type: MapType::SkStorage,
             key_size: 4,
             value_size: size_of::<SockOwner>() as u32,
+            added: false,
         },
         Expected {
             name: names::ADOPT,
             map_type: MapType::Hash,
             key_size: 8,
             value_size: size_of::<AdoptEntry>() as u32,
+            added: false,
         },
         Expected {
             name: names::STATS,
             map_type: MapType::PerCpuArray,
             key_size: 4,
             value_size: 8,
+            added: false,
         },
         Expected {
             name: names::WATCH,
             map_type: MapType::Hash,
             key_size: 8,
             value_size: 4,
+            added: false,
         },
         Expected {
             name: names::EVENTS,
             map_type: MapType::RingBuf,
             key_size: 0,
             value_size: 0,
+            added: false,
+        },
+        Expected {
+            name: names::FILTERS,
+            map_type: MapType::Hash,
+            key_size: 8,
+            value_size: size_of::<Filter>() as u32,
+            added: true,
+        },
+        Expected {
+            name: names::CONTROL,
+            map_type: MapType::Array,
+            key_size: 4,
+            value_size: 4,
+            added: true,
+        },
+        Expected {
+            name: names::NOTES,
+            map_type: MapType::SkStorage,
+            key_size: 4,
+            value_size: size_of::<SockOwner>() as u32,
+            added: true,
         },
     ]
 }
@@ -179,6 +214,9 @@ pub fn check(pins: &PinDir) -> Result<PinState, MapError> {
     }
     for e in expected() {
         let path = pins.map(e.name);
+        if !path.exists() && e.added {
+            continue;
+        }
         if !path.exists() {
             // A map added in this version would be a layout change; one
             // missing means someone removed it by hand.

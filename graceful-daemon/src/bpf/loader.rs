@@ -1,82 +1,68 @@
 //! Loads the kernel programs, pins their maps and links, and re-adopts the
-//! pins of an earlier agent. The one module that attaches anything.
+//! pins of an earlier agent; the one module that decides what is attached
+//! (`links.rs` attaches each program).
 //!
 //! Continuity across restarts and upgrades comes from the pins alone:
 //! - the maps are pinned, so counts survive the agent;
-//! - the tracepoint link is pinned, so the program keeps counting while no
-//!   agent runs. Its pin name carries the object's fingerprint: an agent
-//!   finding its own program attached leaves it be; an upgraded agent
-//!   attaches its program *before* detaching the old one, so no event is
-//!   missed, and the counted flag per socket keeps the overlap from counting
-//!   anything twice.
+//! - the counting programs' links are pinned, so they keep counting while
+//!   no agent runs. Their pin names carry the object's fingerprint: an
+//!   agent finding its own programs attached leaves them be; an upgraded
+//!   agent attaches its programs *before* detaching the old ones, so no
+//!   event is missed. The overlap counts nothing twice: the state programs
+//!   share each socket's counted flag, and the sock_ops program leaves
+//!   alone the sockets that carry their storage.
+//!
+//! Two designs count new connections (see graceful-ebpf): the sock_ops
+//! program at the cgroup v2 root (the default), or the tracepoint design
+//! (`--counting tracepoint`, and where sock_ops cannot be attached). Under
+//! the first, the state program stays attached for the sockets that carry
+//! storage: those adopted at the start, and those an agent of the second
+//! design started to track.
 
-use std::{
-    fs::File,
-    io,
-    path::{Path, PathBuf},
-};
+use std::path::{Path, PathBuf};
 
 use aya::{
     maps::{Array, MapData},
-    programs::{
-        cgroup_skb::CgroupSkbLinkId, links::FdLink, tp_btf::BtfTracePointLinkId, BtfTracePoint,
-        CgroupAttachMode, CgroupSkb, CgroupSkbAttachType, Iter, Program, ProgramError,
-    },
-    Ebpf, EbpfLoader,
+    Ebpf,
 };
-use graceful_common::{clock::monotonic_ns, names, Meta};
+use graceful_common::{clock::monotonic_ns, control, names, Meta};
 use tracing::{info, warn};
 
+pub use super::error::LoadError;
 use super::{
     bpffs,
-    btf::Btf,
     error::MapError,
     layout::{self, PinState},
+    links::{self, pin_err},
+    maps::Control,
     object::{fingerprint, OBJECT},
+    offsets::Offsets,
     paths::{PinDir, BPFFS},
 };
 
-#[derive(Debug, thiserror::Error)]
-pub enum LoadError {
-    #[error("this graceful binary was built without its eBPF object (AYA_BUILD_SKIP): rebuild it with `cargo build` after `cargo xtask setup`")]
-    NoObject,
-    #[error("bpffs is not mounted at {BPFFS} and mounting it failed ({0}): run as root, or mount it with `mount -t bpf bpf {BPFFS}`")]
-    Bpffs(#[source] std::io::Error),
-    #[error("pin directory {0} is not on a bpffs: choose a directory under {BPFFS}")]
-    NotBpffs(PathBuf),
-    #[error("cannot create pin directory {path}: {source}; run as root")]
-    PinDir {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error(transparent)]
-    Layout(#[from] MapError),
-    #[error("{0}")]
-    Btf(#[from] super::btf::BtfError),
-    #[error(
-        "cannot read the kernel's BTF ({0}): graceful needs a kernel built with CONFIG_DEBUG_INFO_BTF=y"
-    )]
-    KernelBtf(#[source] aya::BtfError),
-    #[error("the kernel refused the eBPF object ({source}); run `graceful doctor` to see which kernel feature is missing")]
-    Load {
-        #[source]
-        source: Box<aya::EbpfError>,
-    },
-    #[error("cannot {what}: {source}; run `graceful doctor`")]
-    Program {
-        what: String,
-        #[source]
-        source: Box<aya::programs::ProgramError>,
-    },
-    #[error("cannot {what}: {message}")]
-    Pin { what: String, message: String },
-    #[error("cannot open cgroup {path}: {source}")]
-    Cgroup {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+/// How the connections made from now on are counted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Counting {
+    /// The sock_ops program at the cgroup v2 root; the tracepoint design
+    /// where it cannot be attached there (another program holds the root
+    /// exclusively) or the kernel lacks what it reads.
+    #[default]
+    Auto,
+    /// The sock_ops program, or refuse to start.
+    SockOps,
+    /// The tracepoint design: a state program and its twin on every state
+    /// change, and per-socket storage (graceful 0.1's design; about three
+    /// times the cost per connection, and a rare change missed under
+    /// softirq load, which the repair pass catches).
+    Tracepoint,
+}
+
+/// The design an agent counts with, once attached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Design {
+    SockOps,
+    Tracepoint,
 }
 
 /// Options for [`attach`].
@@ -84,103 +70,29 @@ pub enum LoadError {
 pub struct AttachOptions {
     /// Remove pins of an incompatible layout instead of refusing to start.
     pub replace_incompatible: bool,
+    pub counting: Counting,
+    /// The cgroup v2 mount, where the sock_ops program is attached.
+    pub cgroup_root: PathBuf,
 }
 
 /// The loaded object and what happened while loading it.
 pub struct Attached {
     pub ebpf: Ebpf,
     pub pins: PinDir,
+    /// The design that counts new connections.
+    pub design: Design,
     /// The maps existed already: this agent continues an earlier one's counts.
     pub reused_maps: bool,
-    /// Our program was already attached (an agent restart).
+    /// The programs that count new connections were already attached (an
+    /// agent restart).
     pub reused_link: bool,
     /// Link pins of other versions that this agent detached.
     pub replaced_links: Vec<PathBuf>,
     /// The pins of our programs' links (see [`super::pinned`]).
     pub links: Vec<PathBuf>,
-}
-
-/// Offsets the programs read, from the running kernel's BTF.
-struct Offsets {
-    skc_state: u32,
-    sk_protocol: u32,
-    /// For `cgroup_populated`: `cgroup.kn`, `cgroup.root`, `kernfs_node.id`,
-    /// `cgroup_root.hierarchy_id`. `Err` says why they could not be found;
-    /// then container exits are seen through inotify only.
-    cgroup: Result<[u32; 4], String>,
-}
-
-impl Offsets {
-    fn from_kernel() -> Result<Self, LoadError> {
-        let btf = Btf::from_sys_fs()?;
-        let cgroup = (|| {
-            Ok::<_, super::btf::BtfError>([
-                btf.member_offset("cgroup", "kn")?,
-                btf.member_offset("cgroup", "root")?,
-                btf.member_offset("kernfs_node", "id")?,
-                btf.member_offset("cgroup_root", "hierarchy_id")?,
-            ])
-        })()
-        .map_err(|e| e.to_string());
-        Ok(Self {
-            skc_state: btf.member_offset("sock_common", "skc_state")?,
-            sk_protocol: btf.member_offset("sock", "sk_protocol")?,
-            cgroup,
-        })
-    }
-
-    /// A loader with every offset set as a global.
-    fn loader(&self) -> EbpfLoader<'_> {
-        let mut loader = EbpfLoader::new();
-        loader
-            .override_global(names::GLOBAL_SKC_STATE_OFFSET, &self.skc_state, true)
-            .override_global(names::GLOBAL_SK_PROTOCOL_OFFSET, &self.sk_protocol, true);
-        if let Ok([kn, root, id, hierarchy]) = &self.cgroup {
-            loader
-                .override_global(names::GLOBAL_CGROUP_KN_OFFSET, kn, true)
-                .override_global(names::GLOBAL_CGROUP_ROOT_OFFSET, root, true)
-                .override_global(names::GLOBAL_KERNFS_NODE_ID_OFFSET, id, true)
-                .override_global(names::GLOBAL_ROOT_HIERARCHY_ID_OFFSET, hierarchy, true);
-        }
-        loader
-    }
-}
-
-/// The programs attached for as long as graceful is installed, each with
-/// its tracepoint. Their links are pinned as `<program>-<fingerprint>`.
-const STATE: (&str, &str) = (names::PROG_STATE, "inet_sock_set_state");
-/// The state program's second copy: it handles the state changes the kernel
-/// skips for the first while that one is running on the same CPU.
-const STATE_TWIN: (&str, &str) = (names::PROG_STATE_TWIN, "inet_sock_set_state");
-const POPULATED: (&str, &str) = (names::PROG_POPULATED, "cgroup_notify_populated");
-/// The state program's backstop at a socket's end (see `destroy.rs`).
-const DESTROYED: (&str, &str) = (names::PROG_DESTROYED, "tcp_destroy_sock");
-
-fn pin_err(what: impl Into<String>, e: impl std::fmt::Display) -> LoadError {
-    LoadError::Pin {
-        what: what.into(),
-        message: e.to_string(),
-    }
-}
-
-/// The error of a program step: `what` failed.
-fn program(what: impl Into<String>) -> impl FnOnce(ProgramError) -> LoadError {
-    let what = what.into();
-    move |e| LoadError::Program {
-        what,
-        source: Box::new(e),
-    }
-}
-
-/// The object's program `name` as its kind; `what` names it in errors.
-fn prog_mut<'a, T>(ebpf: &'a mut Ebpf, name: &str, what: &str) -> Result<&'a mut T, LoadError>
-where
-    &'a mut T: TryFrom<&'a mut Program, Error = ProgramError>,
-{
-    ebpf.program_mut(name)
-        .ok_or_else(|| pin_err(format!("find the {what} program"), "missing from object"))?
-        .try_into()
-        .map_err(program(format!("open the {what} program")))
+    /// Under the sock_ops design, the state programs' link pins, which go
+    /// once no socket carries their storage (see [`super::retire`]).
+    pub state_links: Vec<PathBuf>,
 }
 
 /// Prepares the bpffs and the pin directory.
@@ -212,7 +124,7 @@ pub fn prepare_pin_dir(pins: &PinDir) -> Result<(), LoadError> {
 }
 
 /// Loads the programs, re-adopting or creating pins, and makes sure the
-/// state-change program is attached.
+/// programs that count are attached.
 pub fn attach(pins: &PinDir, opts: &AttachOptions) -> Result<Attached, LoadError> {
     if OBJECT.is_empty() {
         return Err(LoadError::NoObject);
@@ -238,34 +150,83 @@ pub fn attach(pins: &PinDir, opts: &AttachOptions) -> Result<Attached, LoadError
         Err(e) => return Err(e.into()),
     };
     let reused_maps = state == PinState::Compatible;
-
     let offsets = Offsets::from_kernel()?;
-    let map_paths: Vec<(&str, PathBuf)> = PinDir::map_names().iter().map(|n| (*n, pins.map(n))).collect();
-    let mut loader = offsets.loader();
-    for (name, path) in &map_paths {
-        loader.map_pin_path(name, path.as_path());
-    }
-    let mut ebpf = loader
-        .load(OBJECT)
-        .map_err(|e| LoadError::Load { source: Box::new(e) })?;
-
-    if !reused_maps {
-        let meta = ebpf
-            .map_mut(names::META)
-            .ok_or_else(|| pin_err("find the meta map", "missing from object"))?;
-        let mut meta: Array<&mut MapData, Meta> =
-            Array::try_from(meta).map_err(|e| pin_err("open the meta map", e))?;
-        meta.set(0, layout::current_meta(monotonic_ns()), 0)
-            .map_err(|e| pin_err("write the meta map", e))?;
-    }
-
     let fp = fingerprint();
+
+    let ops_link = pins.link(names::PROG_SOCK_OPS, &fp);
+    let ops_attached = ops_link.exists();
+    let counting_with_ops = other_links(pins, names::PROG_SOCK_OPS).next().is_some();
+    let design = match (opts.counting, offsets.sock_ops_missing()) {
+        (Counting::Tracepoint, _) if counting_with_ops => {
+            return Err(pin_err(
+                "count with the tracepoint design",
+                format!(
+                    "the programs pinned in {} count with sock_ops, and the sockets they count carry no \
+                     storage for the tracepoint design; run `graceful uninstall` first (live counts are \
+                     adopted again, totals restart), or keep the default --counting",
+                    pins.root().display()
+                ),
+            ))
+        }
+        (Counting::Tracepoint, _) => Design::Tracepoint,
+        (Counting::SockOps, Some(why)) => {
+            return Err(pin_err(
+                "count with sock_ops",
+                format!("the kernel's BTF lacks {why}"),
+            ))
+        }
+        (Counting::Auto, Some(why)) => {
+            warn!(missing = %why, "counting with the tracepoint design: the sock_ops one needs what this kernel lacks");
+            Design::Tracepoint
+        }
+        (_, None) => Design::SockOps,
+    };
+    let (mut ebpf, design) = match design {
+        Design::Tracepoint => (load(pins, &offsets, true, reused_maps)?, Design::Tracepoint),
+        Design::SockOps => {
+            let mut ebpf = load(pins, &offsets, false, reused_maps)?;
+            if !pins.link(names::PROG_STATE, &fp).exists() {
+                // The state programs are about to count the sockets with
+                // storage (adopted ones, an older design's): the sock_ops
+                // program must take such sockets over, not count them
+                // beside them (see `retire.rs`).
+                Control::open(pins)?.set(control::STORAGE, true)?;
+            }
+            // First, so that nothing new goes uncounted while the earlier
+            // design's programs still run (see `sockops.rs`: it leaves
+            // their sockets to them).
+            match ops_link.exists() {
+                true => (ebpf, Design::SockOps),
+                false => match links::attach_sock_ops(&mut ebpf, &opts.cgroup_root, Some(&ops_link)) {
+                    Ok(()) => {
+                        info!(link = %ops_link.display(), root = %opts.cgroup_root.display(), "sock_ops attached");
+                        (ebpf, Design::SockOps)
+                    }
+                    Err(e) if opts.counting == Counting::Auto => {
+                        warn!(error = %e, "counting with the tracepoint design: the sock_ops program cannot be attached at the cgroup v2 root");
+                        drop(ebpf);
+                        (load(pins, &offsets, true, true)?, Design::Tracepoint)
+                    }
+                    Err(e) => return Err(e),
+                },
+            }
+        }
+    };
+
     let link_path = pins.link(names::PROG_STATE, &fp);
     let twin_path = pins.link(names::PROG_STATE_TWIN, &fp);
-    let reused_link = link_path.exists() && twin_path.exists();
-    for (which, path) in [(STATE, &link_path), (STATE_TWIN, &twin_path)] {
+    let mut wanted = vec![(links::STATE, link_path.clone())];
+    if design == Design::Tracepoint {
+        wanted.push((links::STATE_TWIN, twin_path.clone()));
+    }
+    // The programs that count new connections were attached already.
+    let reused_link = match design {
+        Design::SockOps => ops_attached,
+        Design::Tracepoint => wanted.iter().all(|(_, p)| p.exists()),
+    };
+    for (which, path) in &wanted {
         if !path.exists() {
-            attach_and_pin(&mut ebpf, which, path)?;
+            links::attach_and_pin(&mut ebpf, *which, path)?;
             info!(link = %path.display(), "{} attached", which.0);
         }
     }
@@ -273,45 +234,53 @@ pub fn attach(pins: &PinDir, opts: &AttachOptions) -> Result<Attached, LoadError
     // missed twice stays until the agent restarts and re-adopts.
     let destroy_link = pins.link(names::PROG_DESTROYED, &fp);
     if !destroy_link.exists() {
-        if let Err(e) = attach_and_pin(&mut ebpf, DESTROYED, &destroy_link) {
+        if let Err(e) = links::attach_and_pin(&mut ebpf, links::DESTROYED, &destroy_link) {
             warn!(error = %e, "no backstop at socket destruction: a rarely missed close could leave a count up");
         }
     }
     // Container exits: a faster path than inotify, not a requirement.
     let exits_link = pins.link(names::PROG_POPULATED, &fp);
-    let exits = match &offsets.cgroup {
-        Err(e) => Err(e.clone()),
-        Ok(_) if exits_link.exists() => Ok(()),
-        Ok(_) => attach_and_pin(&mut ebpf, POPULATED, &exits_link).map_err(|e| e.to_string()),
+    let exits = match offsets.exits_missing() {
+        Some(e) => Err(e),
+        None if exits_link.exists() => Ok(()),
+        None => links::attach_and_pin(&mut ebpf, links::POPULATED, &exits_link).map_err(|e| e.to_string()),
     };
     if let Err(e) = exits {
         warn!(error = %e, "container exits are seen through inotify only, up to 10 ms later");
     }
 
-    // Only now, with our programs running, let any older ones go.
+    if design == Design::SockOps {
+        let others: Vec<String> = super::query::sock_ops_programs(&opts.cgroup_root)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|n| n != names::PROG_SOCK_OPS)
+            .collect();
+        if !others.is_empty() {
+            warn!(
+                programs = %others.join(", "),
+                "other sock_ops programs run for every socket: one that sets a socket's callback flags without keeping graceful's (STATE_CB, RTO_CB) would make it miss changes"
+            );
+        }
+    }
+    // Only now, with our programs running, let any others go: an older
+    // version's, and the other design's.
+    let mut ours: Vec<&Path> = wanted.iter().map(|(_, p)| p.as_path()).collect();
+    ours.extend([destroy_link.as_path(), exits_link.as_path()]);
+    if design == Design::SockOps {
+        ours.push(&ops_link);
+    }
     let mut replaced_links = Vec::new();
-    let ours = [
-        link_path.as_path(),
-        twin_path.as_path(),
-        destroy_link.as_path(),
-        exits_link.as_path(),
-    ];
     if let Ok(dir) = std::fs::read_dir(pins.links()) {
         for entry in dir.flatten() {
             let path = entry.path();
             let name = entry.file_name();
             let name = name.to_string_lossy();
-            let known = [
-                names::PROG_STATE,
-                names::PROG_STATE_TWIN,
-                names::PROG_DESTROYED,
-                names::PROG_POPULATED,
-            ]
-            .iter()
-            .any(|p| name.starts_with(&format!("{p}-")));
+            let known = links::ALWAYS_ON
+                .iter()
+                .any(|p| name.starts_with(&format!("{p}-")));
             if known && !ours.contains(&path.as_path()) {
                 std::fs::remove_file(&path).map_err(|e| pin_err(format!("remove {}", path.display()), e))?;
-                info!(link = %path.display(), "detached the previous version's program");
+                info!(link = %path.display(), "detached a program of another version or design");
                 replaced_links.push(path);
             }
         }
@@ -323,94 +292,57 @@ pub fn attach(pins: &PinDir, opts: &AttachOptions) -> Result<Attached, LoadError
         .map(|p| p.to_path_buf())
         .collect();
 
+    let state_links = match design {
+        Design::SockOps => vec![link_path, destroy_link],
+        Design::Tracepoint => Vec::new(),
+    };
     Ok(Attached {
         ebpf,
         pins: pins.clone(),
+        design,
         reused_maps,
         reused_link,
         replaced_links,
         links,
+        state_links,
     })
 }
 
-/// Attaches one of the always-on programs and pins its link at `path`.
-fn attach_and_pin(ebpf: &mut Ebpf, which: (&str, &str), path: &Path) -> Result<(), LoadError> {
-    let (prog, id) = attach_tp(ebpf, which)?;
-    let link: FdLink = prog
-        .take_link(id)
-        .map_err(program(format!("take the {} link", which.0)))?
-        .into();
-    link.pin(path)
-        .map_err(|e| pin_err(format!("pin {}", path.display()), e))?;
-    Ok(())
+/// The link pins of `program` in `pins`, of any version.
+fn other_links<'a>(pins: &PinDir, program: &'a str) -> impl Iterator<Item = PathBuf> + 'a {
+    std::fs::read_dir(pins.links())
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(move |e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(&format!("{program}-"))
+        })
+        .map(|e| e.path())
 }
 
-/// Loads a `tp_btf` program and attaches it to its tracepoint; the link
-/// stays owned by the program until the caller takes (and pins) it.
-fn attach_tp<'a>(
-    ebpf: &'a mut Ebpf,
-    (name, tracepoint): (&str, &str),
-) -> Result<(&'a mut BtfTracePoint, BtfTracePointLinkId), LoadError> {
-    let btf = aya::Btf::from_sys_fs().map_err(LoadError::KernelBtf)?;
-    let prog: &mut BtfTracePoint = prog_mut(ebpf, name, name)?;
-    prog.load(tracepoint, &btf)
-        .map_err(program(format!("load tp_btf/{tracepoint}")))?;
-    let id = prog
-        .attach()
-        .map_err(program(format!("attach tp_btf/{tracepoint}")))?;
-    Ok((prog, id))
-}
-
-/// Loads the adoption iterator from an attached object, the first time;
-/// later calls return it as loaded. (Only the load needs the kernel's BTF,
-/// whose parse costs tens of MiB and milliseconds: not once per namespace.)
-fn adoption_iter(ebpf: &mut Ebpf) -> Result<&mut Iter, LoadError> {
-    let prog: &mut Iter = prog_mut(ebpf, names::PROG_ADOPT, "adoption")?;
-    if prog.fd().is_err() {
-        let btf = aya::Btf::from_sys_fs().map_err(LoadError::KernelBtf)?;
-        prog.load("tcp", &btf).map_err(program("load iter/tcp"))?;
+/// Loads the object with its maps at their pins (`track_new`: for the
+/// tracepoint design), and writes the layout record into new maps.
+fn load(pins: &PinDir, offsets: &Offsets, track_new: bool, reused_maps: bool) -> Result<Ebpf, LoadError> {
+    let map_paths: Vec<(&str, PathBuf)> = PinDir::map_names().iter().map(|n| (*n, pins.map(n))).collect();
+    let mut loader = offsets.loader(track_new);
+    for (name, path) in &map_paths {
+        loader.map_pin_path(name, path.as_path());
     }
-    Ok(prog)
-}
-
-/// Opens an instance of the adoption iterator (loading it the first
-/// time). It walks the sockets of the calling thread's network namespace,
-/// taken now: reading it later, from anywhere, walks that namespace. The
-/// outer error is the program's; the inner one the namespace's.
-pub fn open_iter(ebpf: &mut Ebpf) -> Result<io::Result<File>, LoadError> {
-    let prog = adoption_iter(ebpf)?;
-    let open = |prog: &mut Iter| {
-        let id = prog.attach().map_err(io::Error::other)?;
-        let link = prog.take_link(id).map_err(io::Error::other)?;
-        link.into_file().map_err(io::Error::other)
-    };
-    Ok(open(prog))
-}
-
-/// Loads the inbound-payload program (`cgroup_skb/ingress`), attached to a
-/// draining scope's cgroup for the length of a quiet drain only.
-pub fn load_ingress(ebpf: &mut Ebpf) -> Result<(), LoadError> {
-    let prog: &mut CgroupSkb = prog_mut(ebpf, names::PROG_INGRESS, "ingress")?;
-    prog.load().map_err(program("load cgroup_skb/ingress"))
-}
-
-/// Attaches the loaded ingress program to the cgroup directory `dir`.
-pub fn attach_ingress(ebpf: &mut Ebpf, dir: &Path) -> Result<CgroupSkbLinkId, LoadError> {
-    let file = File::open(dir).map_err(|source| LoadError::Cgroup {
-        path: dir.into(),
-        source,
-    })?;
-    let prog: &mut CgroupSkb = prog_mut(ebpf, names::PROG_INGRESS, "ingress")?;
-    // A BPF link takes no attach flags, and links on a cgroup always run
-    // beside other programs: Single is the mode that passes no flags.
-    prog.attach(&file, CgroupSkbAttachType::Ingress, CgroupAttachMode::Single)
-        .map_err(program("attach cgroup_skb/ingress"))
-}
-
-/// Detaches the ingress program from the cgroup `link` attached it to.
-pub fn detach_ingress(ebpf: &mut Ebpf, link: CgroupSkbLinkId) -> Result<(), LoadError> {
-    let prog: &mut CgroupSkb = prog_mut(ebpf, names::PROG_INGRESS, "ingress")?;
-    prog.detach(link).map_err(program("detach cgroup_skb/ingress"))
+    let mut ebpf = loader
+        .load(OBJECT)
+        .map_err(|e| LoadError::Load { source: Box::new(e) })?;
+    if !reused_maps {
+        let meta = ebpf
+            .map_mut(names::META)
+            .ok_or_else(|| pin_err("find the meta map", "missing from object"))?;
+        let mut meta: Array<&mut MapData, Meta> =
+            Array::try_from(meta).map_err(|e| pin_err("open the meta map", e))?;
+        meta.set(0, layout::current_meta(monotonic_ns()), 0)
+            .map_err(|e| pin_err("write the meta map", e))?;
+    }
+    Ok(ebpf)
 }
 
 /// Detaches everything and removes every pin under `pins`, and the
@@ -443,23 +375,40 @@ fn clear(pins: &PinDir) -> std::io::Result<Vec<PathBuf>> {
 
 /// Loads and attaches the programs without pinning anything, then lets them
 /// go: `graceful doctor`'s proof that this kernel takes them. `Ok` carries
-/// why the container-exit program cannot run, if it cannot (not fatal).
-pub fn trial() -> Result<Option<String>, LoadError> {
+/// why the container-exit program cannot run, if it cannot (not fatal), and
+/// why the sock_ops design cannot (the tracepoint one counts instead).
+pub fn trial(cgroup_root: &Path) -> Result<Trial, LoadError> {
     if OBJECT.is_empty() {
         return Err(LoadError::NoObject);
     }
     let offsets = Offsets::from_kernel()?;
     let mut ebpf = offsets
-        .loader()
+        .loader(true)
         .load(OBJECT)
         .map_err(|e| LoadError::Load { source: Box::new(e) })?;
-    attach_tp(&mut ebpf, STATE)?;
-    attach_tp(&mut ebpf, STATE_TWIN)?;
-    adoption_iter(&mut ebpf)?;
-    load_ingress(&mut ebpf)?;
-    let exits = match offsets.cgroup {
-        Err(e) => Some(e),
-        Ok(_) => attach_tp(&mut ebpf, POPULATED).err().map(|e| e.to_string()),
+    links::attach_tp(&mut ebpf, links::STATE)?;
+    links::attach_tp(&mut ebpf, links::STATE_TWIN)?;
+    links::adoption_iter(&mut ebpf)?;
+    links::load_ingress(&mut ebpf)?;
+    let exits = match offsets.exits_missing() {
+        Some(e) => Some(e),
+        None => links::attach_tp(&mut ebpf, links::POPULATED)
+            .err()
+            .map(|e| e.to_string()),
     };
-    Ok(exits)
+    let sock_ops = match offsets.sock_ops_missing() {
+        Some(why) => Some(format!("the kernel's BTF lacks {why}")),
+        None => links::attach_sock_ops(&mut ebpf, cgroup_root, None)
+            .err()
+            .map(|e| e.to_string()),
+    };
+    Ok(Trial { exits, sock_ops })
+}
+
+/// What [`trial`] found that does not stop the agent.
+pub struct Trial {
+    /// Why container exits are seen through inotify only.
+    pub exits: Option<String>,
+    /// Why the agent would count with the tracepoint design.
+    pub sock_ops: Option<String>,
 }

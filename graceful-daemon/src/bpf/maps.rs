@@ -7,15 +7,16 @@
 //! - [`Stats`]: the programs' own figures;
 //! - [`WatchSet`]: the cgroups whose changes the kernel reports (the agent's
 //!   alone: opening it empties it);
+//! - [`Control`]: what the agent tells the programs;
 //! - [`adopt_map`]: the adoption hand-over, from the loaded object.
 
 use std::collections::BTreeMap;
 
 use aya::{
-    maps::{HashMap, Map, MapData, PerCpuArray},
+    maps::{Array, HashMap, Map, MapData, PerCpuArray},
     Ebpf,
 };
-use graceful_common::{names, stat, AdoptEntry, CgroupCounters};
+use graceful_common::{control, names, stat, AdoptEntry, CgroupCounters};
 
 use super::{
     error::MapError,
@@ -33,6 +34,21 @@ where
     let path = pins.map(name);
     let data = open_path(&path)?;
     T::try_from(kind(data)).map_err(|source| MapError::Open { path, source })
+}
+
+/// The pinned hash map `name` of `pins`, emptied: what the agent alone
+/// writes (the watch map, the filter map), whose entries an agent killed
+/// mid-drain left for drains whose clients will re-register.
+pub(super) fn emptied<V: aya::Pod>(
+    pins: &PinDir,
+    name: &'static str,
+) -> Result<HashMap<MapData, u64, V>, MapError> {
+    let mut map: HashMap<MapData, u64, V> = open(pins, name, Map::HashMap)?;
+    let stale: Vec<u64> = map.keys().filter_map(Result::ok).collect();
+    for k in stale {
+        let _ = map.remove(&k);
+    }
+    Ok(map)
 }
 
 /// The per-cgroup counters.
@@ -141,6 +157,9 @@ pub fn read_stats(pins: &PinDir) -> Result<[u64; stat::COUNT as usize], MapError
 pub struct WatchSet {
     map: HashMap<MapData, u64, u32>,
     refs: std::collections::HashMap<u64, (u32, u32)>, // cgroup → (refcount, flags)
+    /// `control::WATCHING` is set while the map has entries: set before the
+    /// first goes in, cleared after the last is out.
+    control: Control,
 }
 
 impl WatchSet {
@@ -148,18 +167,20 @@ impl WatchSet {
     /// killed mid-drain belong to drains whose clients will re-register.
     /// The agent's alone: a reader beside it would stop its drains.
     pub fn open(pins: &PinDir) -> Result<Self, MapError> {
-        let mut map: HashMap<MapData, u64, u32> = open(pins, names::WATCH, Map::HashMap)?;
-        let stale: Vec<u64> = map.keys().filter_map(Result::ok).collect();
-        for k in stale {
-            let _ = map.remove(&k);
-        }
+        let mut control = Control::open(pins)?;
+        let map = emptied(pins, names::WATCH)?;
+        control.set(control::WATCHING, false)?;
         Ok(Self {
             map,
             refs: Default::default(),
+            control,
         })
     }
 
     pub fn add(&mut self, cgroup: u64, flags: u32) -> Result<(), MapError> {
+        if self.refs.is_empty() {
+            self.control.set(control::WATCHING, true)?;
+        }
         let e = self.refs.entry(cgroup).or_insert((0, 0));
         e.0 += 1;
         e.1 |= flags;
@@ -175,6 +196,9 @@ impl WatchSet {
             if e.0 == 0 {
                 self.refs.remove(&cgroup);
                 let _ = self.map.remove(&cgroup);
+                if self.refs.is_empty() {
+                    let _ = self.control.set(control::WATCHING, false);
+                }
             }
         }
     }
@@ -196,4 +220,34 @@ pub fn adopt_map(ebpf: &mut Ebpf) -> Result<HashMap<&mut MapData, u64, AdoptEntr
         what: "missing from the loaded object".into(),
     })?;
     HashMap::try_from(map).map_err(MapError::using("open", "adoption"))
+}
+
+/// The control map's one word (`graceful_common::control` bits).
+pub struct Control {
+    map: Array<MapData, u32>,
+}
+
+impl Control {
+    pub fn open(pins: &PinDir) -> Result<Self, MapError> {
+        Ok(Self {
+            map: open(pins, names::CONTROL, Map::Array)?,
+        })
+    }
+
+    pub fn get(&self) -> Result<u32, MapError> {
+        self.map.get(&0, 0).map_err(MapError::using("read", "control"))
+    }
+
+    /// Sets (`on`) or clears `bit`. The agent writes different bits from
+    /// different threads (the drains' watches, the state programs'
+    /// retirement): one lock for every read-modify-write of the word.
+    pub fn set(&mut self, bit: u32, on: bool) -> Result<(), MapError> {
+        static WRITE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _one_at_a_time = crate::sync::lock(&WRITE);
+        let now = self.get()?;
+        let next = if on { now | bit } else { now & !bit };
+        self.map
+            .set(0, next, 0)
+            .map_err(MapError::using("update", "control"))
+    }
 }

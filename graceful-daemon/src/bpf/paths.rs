@@ -52,7 +52,7 @@ impl PinDir {
     }
 
     /// Every map we pin, in the order they are checked.
-    pub fn map_names() -> [&'static str; 7] {
+    pub fn map_names() -> [&'static str; 10] {
         [
             names::META,
             names::COUNTERS,
@@ -61,6 +61,9 @@ impl PinDir {
             names::STATS,
             names::WATCH,
             names::EVENTS,
+            names::FILTERS,
+            names::NOTES,
+            names::CONTROL,
         ]
     }
 

@@ -12,9 +12,11 @@ use std::{
         unix::ffi::OsStrExt as _,
     },
     path::{Path, PathBuf},
+    sync::Mutex,
 };
 
 use super::paths::PinDir;
+use crate::sync;
 
 const BPF_OBJ_PIN: libc::c_long = 6;
 const BPF_OBJ_GET: libc::c_long = 7;
@@ -54,7 +56,7 @@ fn sys_obj(cmd: libc::c_long, path: &Path, fd: u32) -> io::Result<libc::c_long> 
 /// Every pin this agent owns, each with a descriptor of its object.
 pub struct Pinned {
     pins: PinDir,
-    held: Vec<(PathBuf, OwnedFd)>,
+    held: Mutex<Vec<(PathBuf, OwnedFd)>>,
 }
 
 /// What [`Pinned::restore`] did.
@@ -85,17 +87,30 @@ impl Pinned {
         }
         Ok(Pinned {
             pins: pins.clone(),
-            held,
+            held: Mutex::new(held),
         })
     }
 
     /// The pins that are gone.
-    pub fn missing(&self) -> Vec<&Path> {
-        self.held
+    pub fn missing(&self) -> Vec<PathBuf> {
+        sync::lock(&self.held)
             .iter()
-            .map(|(p, _)| p.as_path())
+            .map(|(p, _)| p.clone())
             .filter(|p| !p.exists())
             .collect()
+    }
+
+    /// Lets the link pinned at `path` go: removes the pin and closes the
+    /// descriptor held, which detaches it. Absent already: nothing to do.
+    pub fn release(&self, path: &Path) -> io::Result<()> {
+        let mut held = sync::lock(&self.held);
+        match std::fs::remove_file(path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        held.retain(|(p, _)| p != path);
+        Ok(())
     }
 
     /// Pins again whatever is gone, making its directories first.
@@ -112,7 +127,7 @@ impl Pinned {
                 return done;
             }
         }
-        for (path, fd) in &self.held {
+        for (path, fd) in sync::lock(&self.held).iter() {
             if path.exists() {
                 continue;
             }

@@ -12,6 +12,12 @@ pub struct Args {
     /// the kernel; totals restart at zero.
     #[arg(long, env = "GRACEFUL_REPLACE_INCOMPATIBLE_PINS")]
     pub replace_incompatible_pins: bool,
+    /// How new connections are counted. Pins that count with the
+    /// tracepoint design move to sock_ops at the agent's next start, losing
+    /// no count; the way back is refused in one line (after `graceful
+    /// uninstall`, any design starts afresh).
+    #[arg(long, env = "GRACEFUL_COUNTING", value_enum, default_value_t)]
+    pub counting: crate::bpf::loader::Counting,
     /// How often to drop counters of cgroups that no longer exist and hold nothing.
     #[arg(long, default_value = "60s", value_parser = crate::duration::parse)]
     pub gc_interval: Duration,
@@ -33,7 +39,7 @@ pub struct Args {
     /// The node's network namespace, whose addresses are the only peers
     /// the httpGet gate admits (the kubelet speaks from there). The host's,
     /// through pid 1, by default; the agent sees it with `hostPID`.
-    #[arg(long, env = "GRACEFUL_NODE_NETNS", default_value = crate::httpgate::addrs::DEFAULT_NETNS)]
+    #[arg(long, env = "GRACEFUL_NODE_NETNS", default_value = crate::node_addrs::DEFAULT_NETNS)]
     pub node_netns: PathBuf,
     /// On SIGTERM, how long the agent keeps serving while httpGet drains are
     /// in progress: the kubelet does not retry a hook whose connection is
@@ -68,6 +74,7 @@ impl From<Args> for agent::Settings {
     fn from(a: Args) -> Self {
         agent::Settings {
             replace_incompatible_pins: a.replace_incompatible_pins,
+            counting: a.counting,
             gc_interval: a.gc_interval,
             repair_interval: a.repair_interval,
             repin_interval: a.repin_interval,

@@ -1,12 +1,15 @@
 //! `graceful doctor`: can this node run graceful? Each problem is one line
 //! saying what to do; the exit status is non-zero if the agent cannot work.
 
+use graceful_common::names;
+
 use crate::{
     bpf::{
         bpffs::{self, Residence},
         btf::Btf,
         layout, loader,
         paths::PinDir,
+        query,
     },
     cgroupfs, kernel,
 };
@@ -173,13 +176,53 @@ pub fn run(pins: &PinDir, args: Args) -> anyhow::Result<i32> {
                 "not root: cannot try loading the programs; run `sudo graceful doctor`",
             );
         } else {
-            match loader::trial() {
-                Ok(exits) => {
+            let root = cgroupfs::mount_point();
+            match root
+                .as_ref()
+                .map_err(|e| e.to_string())
+                .and_then(|root| loader::trial(root).map_err(|e| e.to_string()))
+            {
+                Ok(loader::Trial { exits, sock_ops }) => {
                     r.line(
                         Level::Ok,
                         "programs",
                         "tp_btf/inet_sock_set_state attaches; iter/tcp and cgroup_skb/ingress load",
                     );
+                    match sock_ops {
+                        None => r.line(
+                            Level::Ok,
+                            "counting",
+                            "sockops attaches at the cgroup v2 root: new connections are counted by it",
+                        ),
+                        Some(e) => r.line(
+                            Level::Warn,
+                            "counting",
+                            format!(
+                                "{e}; the agent counts with the tracepoint design instead \
+                                 (about three times the CPU per connection)"
+                            ),
+                        ),
+                    }
+                    let others: Vec<String> = root
+                        .as_ref()
+                        .ok()
+                        .and_then(|root| query::sock_ops_programs(root).ok())
+                        .unwrap_or_default()
+                        .into_iter()
+                        .filter(|n| n != names::PROG_SOCK_OPS)
+                        .collect();
+                    if !others.is_empty() {
+                        r.line(
+                            Level::Warn,
+                            "sock_ops",
+                            format!(
+                                "other sock_ops programs run for every socket ({}): graceful counts by the \
+                                 sockets' STATE_CB and RTO_CB callback flags, and a program that sets a \
+                                 socket's flags without keeping those would make it miss changes",
+                                others.join(", ")
+                            ),
+                        );
+                    }
                     match exits {
                         None => r.line(Level::Ok, "exits", "tp_btf/cgroup_notify_populated attaches"),
                         Some(e) => r.line(
@@ -189,7 +232,7 @@ pub fn run(pins: &PinDir, args: Args) -> anyhow::Result<i32> {
                         ),
                     }
                 }
-                Err(e) => r.line(Level::Fail, "programs", e.to_string()),
+                Err(e) => r.line(Level::Fail, "programs", e),
             }
         }
     }

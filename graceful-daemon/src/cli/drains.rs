@@ -81,6 +81,30 @@ pub fn sparkline(timeline: &[Value], waited_ms: u64) -> String {
         .collect()
 }
 
+/// HOLDING's IGNORING: the rules as written (`9090,node`), a dash for none.
+fn ignoring(a: &Value) -> String {
+    let rules: Vec<&str> = list(a, "ignoring").iter().filter_map(Value::as_str).collect();
+    if rules.is_empty() {
+        "-".into()
+    } else {
+        rules.join(",")
+    }
+}
+
+/// RELEASED's IGNORED: each rule with the connections it left out
+/// (`9090:1 node:12`), a dash for none.
+fn ignored(r: &Value) -> String {
+    let per_rule: Vec<String> = list(r, "ignored")
+        .iter()
+        .filter_map(|i| Some(format!("{}:{}", i["rule"].as_str()?, i["connections"].as_u64()?)))
+        .collect();
+    if per_rule.is_empty() {
+        "-".into()
+    } else {
+        per_rule.join(" ")
+    }
+}
+
 fn list<'a>(d: &'a Value, k: &str) -> &'a [Value] {
     d[k].as_array().map_or(&[], Vec::as_slice)
 }
@@ -109,13 +133,14 @@ pub fn render(d: &Value) -> String {
                 s(a, "policy"),
                 s(a, "scope"),
                 ms(a, "max_ms"),
+                ignoring(a),
             ]
         })
         .collect();
     section(
         &mut out,
         "HOLDING",
-        &["POD", "CONTAINER", "POLICY", "SCOPE", "MAX"],
+        &["POD", "CONTAINER", "POLICY", "SCOPE", "MAX", "IGNORING"],
         rows,
     );
     let rows = list(d, "released")
@@ -130,6 +155,7 @@ pub fn render(d: &Value) -> String {
                 s(r, "inbound_at_start"),
                 s(r, "peak_inbound"),
                 s(r, "new_connections"),
+                ignored(r),
                 format!(
                     "|{}|",
                     sparkline(
@@ -151,6 +177,7 @@ pub fn render(d: &Value) -> String {
             "INBOUND@START",
             "PEAK",
             "NEW",
+            "IGNORED",
             "INBOUND OVER THE DRAIN",
         ],
         rows,

@@ -29,7 +29,8 @@ pub enum Output {
     /// NAMESPACE, POD, CONTAINERS, INBOUND, OUTBOUND, LISTEN, STATE.
     #[default]
     Table,
-    /// The table with the uid, QoS class and pod cgroup.
+    /// The table with the uid, QoS class, pod cgroup, and IGNORED: the
+    /// part of INBOUND a drain's exclusions leave out.
     Wide,
     /// A stable contract for scripts.
     Json,
@@ -165,7 +166,11 @@ fn pods_table(pods: &[PodView], wide: bool) -> String {
     if wide {
         head.extend(["UID", "QOS"]);
     }
-    head.extend(["CONTAINERS", "INBOUND", "OUTBOUND", "LISTEN", "STATE"]);
+    head.extend(["CONTAINERS", "INBOUND"]);
+    if wide {
+        head.push("IGNORED");
+    }
+    head.extend(["OUTBOUND", "LISTEN", "STATE"]);
     if wide {
         head.extend(["CGROUP", "PATH"]);
     }
@@ -178,19 +183,37 @@ fn pods_table(pods: &[PodView], wide: bool) -> String {
         if wide {
             r.extend([p.uid.clone(), p.qos.to_string()]);
         }
-        r.extend([
-            p.containers.len().to_string(),
-            n(p.live.inbound_live),
-            n(p.live.outbound_live),
-            n(p.live.listeners),
-            state(p),
-        ]);
+        r.extend([p.containers.len().to_string(), n(p.live.inbound_live)]);
+        if wide {
+            r.push(ignored(p.live));
+        }
+        r.extend([n(p.live.outbound_live), n(p.live.listeners), state(p)]);
         if wide {
             r.extend([p.cgroup_id.map_or("-".into(), |c| c.to_string()), dash(&p.path)]);
         }
         rows.push(r);
     }
     table(&rows)
+}
+
+/// IGNORED: a dash for none, as most pods have.
+fn ignored(l: Live) -> String {
+    match l.inbound_ignored {
+        0 => "-".into(),
+        v => n(v),
+    }
+}
+
+/// The inbound count, with the part left out when there is one.
+fn inbound(l: Live) -> String {
+    match l.inbound_ignored {
+        0 => format!("{} inbound", n(l.inbound_live)),
+        v => format!(
+            "{} inbound ({} left out by the drain's exclusions)",
+            n(l.inbound_live),
+            n(v)
+        ),
+    }
 }
 
 /// STATE, with the time since deletion for a terminating pod.
@@ -224,8 +247,8 @@ fn pod_detail(p: &PodView) -> String {
         (
             "Connections",
             format!(
-                "{} inbound, {} outbound, {} listening",
-                n(l.inbound_live),
+                "{}, {} outbound, {} listening",
+                inbound(l),
                 n(l.outbound_live),
                 n(l.listeners)
             ),

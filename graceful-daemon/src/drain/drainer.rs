@@ -15,6 +15,7 @@ use tracing::{info, info_span, warn, Instrument as _, Span};
 
 use super::{
     engine::{self, Point},
+    exclusions::{self, Exclusions},
     exits::all_exited,
     pod_api::PodApi,
     policy::{Params, Policy},
@@ -29,6 +30,7 @@ use crate::{
     bpf::{Kernel, MapError},
     cgroupfs::Hierarchy,
     metrics::Recorder,
+    node_addrs::NodeAddrs,
     resolver::index::PodIndex,
 };
 
@@ -48,6 +50,9 @@ pub struct Drainer {
     /// the state program. `None`: no repair (tests of the drains alone).
     pub repairer: Option<Repairer>,
     pub drains: Arc<Drains>,
+    /// The node's own addresses, for `ignore-peers: node`; `None`: unknown,
+    /// and the rule leaves nothing out.
+    pub node: Option<Arc<NodeAddrs>>,
 }
 
 /// A drain ready to run: its settings and cgroups.
@@ -60,6 +65,8 @@ pub struct Prepared {
     params: Params,
     /// What the hook saw of this drain before an agent restart.
     resumed: Option<Resumed>,
+    /// What the drain leaves out, if anything.
+    exclusions: Option<Exclusions>,
     /// The drain's span: every line it logs carries its pod, container
     /// and policy.
     span: Span,
@@ -83,6 +90,7 @@ impl Drainer {
             pod_api,
             budget,
             repairer: None,
+            node: None,
         }
     }
 
@@ -119,6 +127,17 @@ impl Drainer {
             facts.deletion_requested_unix_ms,
         );
         acc.warnings.extend(clamped);
+        let node = acc
+            .ignore_peers
+            .contains(&graceful_api::Peer::Node)
+            .then(|| self.node.as_ref().map(|n| n.fresh()))
+            .flatten();
+        let exclusions = exclusions::compile(
+            &acc.ignore_ports,
+            &acc.ignore_peers,
+            node.as_deref(),
+            &mut acc.warnings,
+        );
         let span =
             info_span!("drain", pod = %who.pod, container = ?who.container, policy = acc.policy.as_str());
         for w in &acc.warnings {
@@ -152,6 +171,7 @@ impl Drainer {
             },
             params,
             resumed: r.resumed.clone(),
+            exclusions,
             span,
         })
     }
@@ -187,6 +207,7 @@ impl Drainer {
             target,
             params,
             resumed,
+            exclusions,
             span,
         } = p;
         // The quiet policy needs inbound payload: watch it only now, and
@@ -212,7 +233,26 @@ impl Drainer {
             max_ms: acc.max_ms,
             start_ns: params.start_ns,
             cgroups: target.cgroups.clone(),
+            ignoring: exclusions.as_ref().map(|e| e.rules.clone()).unwrap_or_default(),
         });
+        // Set before the pass over the pod's sockets, which then leaves
+        // out the live ones they match as the programs do new ones.
+        let excluded = exclusions.as_ref().and_then(|e| {
+            match self.kernel.exclude(&target.cgroups, &e.filter) {
+                Ok(x) => {
+                    if x.others {
+                        warn!("another drain of this pod set other exclusions first: they apply to this drain too");
+                    }
+                    Some((x, e.rules.as_slice()))
+                }
+                Err(err) => {
+                    self.metrics.error("exclusions");
+                    warn!(error = %err, "cannot set the drain's exclusions: it counts every connection");
+                    None
+                }
+            }
+        });
+        let rules: &[String] = excluded.as_ref().map_or(&[], |(_, r)| r);
         // A connection whose first state change both copies of the state
         // program missed is counted before the first look. This holds the
         // start up for a walk of the pod's sockets (the node's, for a pod
@@ -232,6 +272,7 @@ impl Drainer {
             &self.kernel,
             &target.cgroups,
             params,
+            rules,
             resumed.as_ref(),
             exited,
             progress,

@@ -33,20 +33,48 @@ pub struct Report {
     pub after_last_close_ms: Option<u64>,
     pub timeline: Vec<Point>,
     pub cgroups: Vec<u64>,
+    /// What the exclusions left out (`ignore-ports`, `ignore-peers`), a
+    /// rule each, in the order written: every figure above counts the
+    /// other connections only. Absent for a drain without exclusions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignored: Vec<Ignored>,
+    /// Connections the exclusions left out that were live at the release.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub ignored_at_release: u64,
 }
 
-fn observe(kernel: &Kernel, cgroups: &[u64]) -> (Observed, u64) {
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// One exclusion rule and what it left out.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Ignored {
+    /// As written: a port (`9090`), `node`, or a network (`10.0.0.0/8`).
+    pub rule: String,
+    /// Inbound connections it left out: those live as the drain started,
+    /// and those opened since.
+    pub connections: u64,
+}
+
+/// What the counters say of `cgroups`, with the connections the exclusions
+/// leave out taken away when the drain has them (`excluding`), and those
+/// apart: (observed, inbound opened ever, left out now).
+fn observe(kernel: &Kernel, cgroups: &[u64], excluding: bool) -> (Observed, u64, u64) {
     let mut o = Observed::default();
     let mut total = 0;
+    let mut ignored = 0;
     for c in cgroups {
         let k = kernel.counters.get(*c);
-        o.inbound_live += k.inbound_live;
+        let left_out = if excluding { k.inbound_ignored_live } else { 0 };
+        o.inbound_live += k.inbound_live.saturating_sub(left_out);
+        ignored += left_out;
         o.last_inbound_open_ns = o.last_inbound_open_ns.max(k.last_inbound_open_ns);
         o.last_inbound_close_ns = o.last_inbound_close_ns.max(k.last_inbound_close_ns);
         o.last_inbound_rx_ns = o.last_inbound_rx_ns.max(k.last_inbound_rx_ns);
         total += k.inbound_total;
     }
-    (o, total)
+    (o, total, ignored)
 }
 
 /// Runs a drain over `cgroups` until the policy releases it. `progress` is
@@ -63,16 +91,19 @@ pub async fn run(
     exited: Option<impl std::future::Future<Output = ()>>,
     progress: impl FnMut(&Point),
 ) -> Result<Report, MapError> {
-    resume(kernel, cgroups, params, None, exited, progress).await
+    resume(kernel, cgroups, params, &[], None, exited, progress).await
 }
 
-/// [`run`], for a drain that an earlier agent ran before (`before`, as its
-/// client saw it): the report starts from what was seen then, and
-/// `progress` is called for the new points only.
+/// [`run`], for a drain whose cgroups have exclusions set (`rules`, as
+/// written, in the order of their tallies: see [`Kernel::exclude`]), or
+/// that an earlier agent ran before (`before`, as its client saw it): the
+/// report starts from what was seen then, and `progress` is called for the
+/// new points only.
 pub async fn resume(
     kernel: &Kernel,
     cgroups: &[u64],
     params: Params,
+    rules: &[String],
     before: Option<&Resumed>,
     exited: Option<impl std::future::Future<Output = ()>>,
     mut progress: impl FnMut(&Point),
@@ -96,7 +127,9 @@ pub async fn resume(
         };
     let _watching = kernel.watch(cgroups, flags)?;
 
-    let (first, total_at_start) = observe(kernel, cgroups);
+    let excluding = !rules.is_empty();
+    let (first, total_at_start, _) = observe(kernel, cgroups, excluding);
+    let tallies_at_start = kernel.tallies(cgroups);
     // A resumed drain's first look is not its start: its points count
     // from the original start like the earlier ones.
     let first_ms = match before {
@@ -118,7 +151,7 @@ pub async fn resume(
         .max(before.map_or(0, |b| b.peak_inbound.max(b.inbound_at_start)));
     loop {
         let now = monotonic_ns();
-        let (o, total) = observe(kernel, cgroups);
+        let (o, total, ignored_now) = observe(kernel, cgroups, excluding);
         let ms = now.saturating_sub(params.start_ns) / 1_000_000;
         if timeline.last().map(|p| p.inbound) != Some(o.inbound_live) {
             let p = Point {
@@ -139,6 +172,21 @@ pub async fn resume(
         };
         match decision {
             Decision::Release(reason) => {
+                let tallies = kernel.tallies(cgroups);
+                // Those live at the start were left out as it began.
+                let ignored: Vec<Ignored> = rules
+                    .iter()
+                    .zip(tallies)
+                    .map(|(rule, n)| Ignored {
+                        rule: rule.clone(),
+                        connections: n,
+                    })
+                    .collect();
+                let ignored_since: u64 = tallies
+                    .iter()
+                    .zip(tallies_at_start)
+                    .map(|(now, then)| now.saturating_sub(then))
+                    .sum();
                 let after_last_close_ms = (reason == Reason::Drained
                     && o.last_inbound_close_ns >= params.start_ns)
                     .then(|| now.saturating_sub(o.last_inbound_close_ns) / 1_000_000);
@@ -149,12 +197,14 @@ pub async fn resume(
                     inbound_at_start,
                     peak_inbound: peak,
                     inbound_at_release: o.inbound_live,
-                    new_connections: total.saturating_sub(total_at_start),
+                    new_connections: total.saturating_sub(total_at_start).saturating_sub(ignored_since),
                     start_ns: params.start_ns,
                     release_ns: now,
                     after_last_close_ms,
                     timeline,
                     cgroups: cgroups.to_vec(),
+                    ignored,
+                    ignored_at_release: ignored_now,
                 });
             }
             Decision::WaitUntil(at) => {

@@ -8,6 +8,7 @@
 //! - [`drainer`]: one drain from request to report;
 //! - [`engine`]: one drain's wait, event-driven from start to release;
 //! - [`policy`]: when a drain is done (pure, testable without a kernel);
+//! - [`exclusions`]: connections a drain leaves out, as the programs match them;
 //! - [`exits`]: containers a drain must outlive;
 //! - [`table`]: the drains in progress, the history and their feed;
 //! - [`report`]: a drain as the rest of the agent sees it;
@@ -17,6 +18,7 @@
 //!   when its inbound count reaches zero after its deletion.
 pub mod drainer;
 pub mod engine;
+pub mod exclusions;
 pub mod exits;
 pub mod pod_api;
 pub mod policy;

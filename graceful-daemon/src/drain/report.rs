@@ -33,6 +33,10 @@ pub struct ActiveDrain {
     /// CLOCK_MONOTONIC ns when the hook started (its own clock, converted).
     pub start_ns: u64,
     pub cgroups: Vec<u64>,
+    /// The exclusion rules in effect, as written (`9090`, `node`,
+    /// `10.0.0.0/8`); empty for none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignoring: Vec<String>,
 }
 
 /// What the drains tell the rest of the agent, as it happens.

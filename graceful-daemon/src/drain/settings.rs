@@ -11,7 +11,10 @@
 //! ```
 //!
 //! Keys: `policy`, `scope`, `min`, `max`, `settle`, `quiet`,
-//! `after-containers` (comma-separated), as the hook's flags spell them.
+//! `after-containers` (comma-separated), `ignore-ports` and `ignore-peers`
+//! (comma-separated, see [`graceful_api::exclusions`]), as the hook's flags
+//! spell them. A value that does not parse, in an annotation or a flag, is
+//! reported and left out.
 //!
 //! The deadline defaults to the pod's grace period (the deletion's own, as
 //! `kubectl delete --grace-period` sets it, else terminationGracePeriodSeconds)
@@ -22,8 +25,10 @@
 use std::{collections::BTreeMap, time::Duration};
 
 use graceful_api::{
-    check_containers, Accepted, DrainRequest, Policy, Scope, Source, DEFAULT_MAX_MS, DEFAULT_MIN_MS,
-    DEFAULT_QUIET_MS, DEFAULT_SETTLE_MS, SETTINGS as KEYS,
+    check_containers,
+    exclusions::{parse_peers, parse_ports},
+    Accepted, DrainRequest, Policy, Scope, Source, DEFAULT_MAX_MS, DEFAULT_MIN_MS, DEFAULT_QUIET_MS,
+    DEFAULT_SETTLE_MS, SETTINGS as KEYS,
 };
 
 use crate::duration;
@@ -88,6 +93,23 @@ impl Resolver<'_> {
         let v = flag?;
         self.sources.insert(field.into(), Source::Flag);
         Some(v)
+    }
+
+    /// A hook's flag that the agent parses (the exclusions): reported and
+    /// left out when it does not parse.
+    fn flag<T>(
+        &mut self,
+        key: &str,
+        raw: Option<&str>,
+        parse: impl Fn(&str) -> Result<T, String>,
+    ) -> Option<T> {
+        match parse(raw?.trim()) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                self.warnings.push(format!("the hook's {key}: {e}; ignored"));
+                None
+            }
+        }
     }
 
     fn or_default<T>(&mut self, field: &str, v: Option<T>, default: T) -> T {
@@ -167,6 +189,12 @@ pub fn resolve(req: &DrainRequest, facts: &PodFacts, budget: Duration) -> Accept
         containers,
     );
     let after_containers = r.or_default("after_containers", after, Vec::new());
+    let flag = r.flag("ignore-ports", req.ignore_ports.as_deref(), parse_ports);
+    let ports = r.pick("ignore-ports", "ignore_ports", flag, parse_ports);
+    let ignore_ports = r.or_default("ignore_ports", ports, Vec::new());
+    let flag = r.flag("ignore-peers", req.ignore_peers.as_deref(), parse_peers);
+    let peers = r.pick("ignore-peers", "ignore_peers", flag, parse_peers);
+    let ignore_peers = r.or_default("ignore_peers", peers, Vec::new());
 
     let grace_ms = facts
         .grace_period_seconds
@@ -217,6 +245,8 @@ pub fn resolve(req: &DrainRequest, facts: &PodFacts, budget: Duration) -> Accept
         settle_ms,
         quiet_ms,
         after_containers,
+        ignore_ports,
+        ignore_peers,
         grace_period_ms: grace_ms,
         sources: r.sources,
         warnings: r.warnings,

@@ -11,15 +11,14 @@
 //! - [`optin`]: which pods, on which port, and why one is refused;
 //! - [`sandbox`]: a pod's network namespace, through its processes;
 //! - [`bind`]: a listener bound inside it;
-//! - [`addrs`]: the node's own addresses, the only peers admitted;
 //! - [`gates`]: the listeners, opened and closed with their pods;
-//! - [`server`]: one listener's connections, and `GET /drain`.
+//! - [`server`]: one listener's connections, and `GET /drain`; the only
+//!   peers it admits are the node's own addresses ([`crate::node_addrs`]).
 //!
 //! The agent's sockets are created by its own threads, so they belong to
 //! its cgroup: neither the listener nor the kubelet's hook connection is
 //! ever counted as the pod's traffic.
 
-pub mod addrs;
 pub mod bind;
 pub mod gates;
 pub mod optin;

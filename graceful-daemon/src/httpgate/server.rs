@@ -18,7 +18,7 @@ use http::{Method, Request, Response, StatusCode};
 use tokio::{net::TcpListener, task::JoinSet};
 use tracing::{debug, warn};
 
-use super::addrs::NodeAddrs;
+use crate::node_addrs::NodeAddrs;
 use crate::{
     adopt::netns::NetNs,
     drain::{drainer::Drainer, scope::Subject},

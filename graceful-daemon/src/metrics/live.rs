@@ -242,7 +242,7 @@ impl Collector for Live {
                 gauge(
                     &mut e,
                     "node_tcp_sockets",
-                    "TCP sockets allocated on the node, every network namespace: each costs the agent's memory cgroup about 320 bytes",
+                    "TCP sockets allocated on the node, every network namespace: under the tracepoint design each costs the agent's memory cgroup about 320 bytes",
                     n as i64,
                 )?;
             }

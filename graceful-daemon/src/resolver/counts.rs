@@ -21,6 +21,16 @@ pub struct Live {
     pub inbound_live: u64,
     pub outbound_live: u64,
     pub listeners: u64,
+    /// Of `inbound_live`, those a drain's exclusions (`ignore-ports`,
+    /// `ignore-peers`) leave out: matched as they opened while the pod
+    /// drained, and counted until they close. Absent when zero, so JSON
+    /// from before it reads the same.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub inbound_ignored: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Live {
@@ -35,6 +45,7 @@ impl Live {
                 inbound_live: acc.inbound_live.wrapping_add(c.inbound_live),
                 outbound_live: acc.outbound_live.wrapping_add(c.outbound_live),
                 listeners: acc.listeners.wrapping_add(c.listeners),
+                inbound_ignored: acc.inbound_ignored.wrapping_add(c.inbound_ignored_live),
             })
     }
 
@@ -43,6 +54,7 @@ impl Live {
             inbound_live: self.inbound_live.wrapping_sub(o.inbound_live),
             outbound_live: self.outbound_live.wrapping_sub(o.outbound_live),
             listeners: self.listeners.wrapping_sub(o.listeners),
+            inbound_ignored: self.inbound_ignored.wrapping_sub(o.inbound_ignored),
         }
     }
 }

@@ -9,8 +9,10 @@ mod counts;
 mod drain_engine;
 mod drain_start;
 mod error_lines;
+mod exclusions;
 mod exits;
 mod fair_share;
+mod floor;
 mod full_disk;
 mod gate;
 mod gate_scopes;
@@ -28,6 +30,7 @@ mod preexisting;
 mod repair;
 mod restart;
 mod rollout;
+mod upgrade;
 
 use graceful_tests::{agent::Agent, cgroup::Cgroup, netns::NetNs, oracle};
 

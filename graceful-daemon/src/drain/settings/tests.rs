@@ -130,3 +130,62 @@ fn the_gate_annotations_are_known_but_not_settings() {
     assert_eq!(a.warnings.len(), 1, "{:?}", a.warnings);
     assert!(a.warnings[0].contains("unknown annotation graceful.dev/gate-portt"));
 }
+
+#[test]
+fn exclusions_take_the_same_precedence_and_bad_ones_are_left_out() {
+    let req = DrainRequest {
+        ignore_ports: Some("9090".into()),
+        ignore_peers: Some("10.0.0.0/8".into()),
+        ..Default::default()
+    };
+    // Flags alone.
+    let a = resolve(&req, &facts(&[], Some(30)), BUDGET);
+    assert_eq!(a.ignore_ports, vec![9090]);
+    assert_eq!(
+        a.ignore_peers,
+        graceful_api::exclusions::parse_peers("10.0.0.0/8").unwrap()
+    );
+    assert_eq!(a.sources["ignore_ports"], Source::Flag);
+    assert!(a.warnings.is_empty(), "{:?}", a.warnings);
+    // This container's annotation over the pod's over the flag.
+    let f = facts(
+        &[
+            ("graceful.dev/ignore-ports", "15020"),
+            ("graceful.dev/ignore-peers", "node"),
+            ("graceful.dev/ignore-peers.app", "node, fd00::/8"),
+            ("graceful.dev/ignore-peers.proxy", "192.168.0.0/16"),
+        ],
+        Some(30),
+    );
+    let a = resolve(&req, &f, BUDGET);
+    assert_eq!(a.ignore_ports, vec![15020]);
+    assert_eq!(a.sources["ignore_ports"], Source::PodAnnotation);
+    assert_eq!(
+        a.ignore_peers.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        ["node", "fd00::/8"]
+    );
+    assert_eq!(a.sources["ignore_peers"], Source::ContainerAnnotation);
+    assert!(a.warnings.is_empty(), "{:?}", a.warnings);
+    // A bad annotation falls back to the flag; a bad flag to nothing.
+    let bad = DrainRequest {
+        ignore_ports: Some("70000".into()),
+        ignore_peers: Some("10.0.0.0/8".into()),
+        ..Default::default()
+    };
+    let f = facts(&[("graceful.dev/ignore-peers", "10.0.0.1/8")], Some(30));
+    let a = resolve(&bad, &f, BUDGET);
+    assert!(a.ignore_ports.is_empty());
+    assert_eq!(a.sources["ignore_ports"], Source::Default);
+    assert_eq!(a.ignore_peers.len(), 1);
+    assert_eq!(a.sources["ignore_peers"], Source::Flag);
+    assert_eq!(
+        a.warnings,
+        [
+            "the hook's ignore-ports: \"70000\" is not a port (1 to 65535); ignored",
+            "annotation graceful.dev/ignore-peers: \"10.0.0.1/8\" has bits set past its prefix: write 10.0.0.0/8; ignored",
+        ]
+    );
+    // The keys are known ones, per container too.
+    let f = facts(&[("graceful.dev/ignore-ports.app", "9090")], Some(30));
+    assert!(resolve(&DrainRequest::default(), &f, BUDGET).warnings.is_empty());
+}

@@ -1,5 +1,6 @@
-//! The node's own addresses: where the kubelet's hook requests come from,
-//! so the only peers the httpGet gate admits. Read from the interfaces of
+//! The node's own addresses: where the kubelet's hook requests and probes
+//! come from, so the only peers the httpGet gate admits, and the peers
+//! `ignore-peers: node` leaves out. Read from the interfaces of
 //! the node's network namespace (`--node-netns`, by default that of pid 1,
 //! the host's, which the agent sees with `hostPID`), and read again when a
 //! peer is not among them (at most once a second, so a flood of strangers
@@ -77,12 +78,33 @@ impl NodeAddrs {
         if known.read_at.is_some_and(|t| t.elapsed() < REFRESH_AT_MOST) {
             return false;
         }
+        self.reread(&mut known);
+        known.addrs.contains(&ip)
+    }
+
+    /// Reads the addresses into `known`, keeping the last ones on an error.
+    fn reread(&self, known: &mut Known) {
         known.read_at = Some(Instant::now());
         match self.read() {
             Ok(now) => known.addrs = now,
             Err(e) => tracing::warn!(error = %e, "cannot read the node's addresses; keeping the last ones"),
         }
-        known.addrs.contains(&ip)
+    }
+
+    /// The node's addresses read again now (a bridge made since the agent
+    /// started, for its first pod, brings the address the kubelet's probes
+    /// come from), loopback left out; the last ones if they can't be read.
+    pub fn fresh(&self) -> Vec<IpAddr> {
+        let mut known = sync::lock(&self.known);
+        self.reread(&mut known);
+        let mut v: Vec<_> = known
+            .addrs
+            .iter()
+            .copied()
+            .filter(|ip| !canonical(*ip).is_loopback())
+            .collect();
+        v.sort();
+        v
     }
 
     /// The node's addresses now, for logs and tests.

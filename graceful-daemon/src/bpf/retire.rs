@@ -1,0 +1,77 @@
+//! The state programs under the sock_ops design. They count the sockets
+//! that carry storage: those adopted at a start, and those an agent of the
+//! tracepoint design started to track. The sock_ops program counts every
+//! other socket, and takes a socket with storage over when it sees it
+//! established or listening. So they are attached at each start, for the
+//! adoption, and detached as soon as a whole pass over the node finds no
+//! socket they count: from then on every TCP state change on the node
+//! costs one program (sock_ops) instead of three.
+//!
+//! Order matters, and is the reverse of the loader's:
+//! 1. the links go, so the state programs stop;
+//! 2. then `control::STORAGE` is cleared, so the sock_ops program stops
+//!    looking for storage. In between, a socket with storage left (one
+//!    the iterator cannot reach: closed, not hashed, and so uncounted) is
+//!    taken over by the sock_ops program if it connects again, which is
+//!    exactly what it does once the bit is clear.
+
+use std::{path::PathBuf, sync::Arc};
+
+use graceful_common::control;
+use tracing::{info, warn};
+
+use super::{maps::Control, paths::PinDir, pinned::Pinned, MapError};
+
+/// The state programs' links of one object, the pins that hold them, and
+/// the control map.
+pub struct StatePrograms {
+    pins: PinDir,
+    links: Vec<PathBuf>,
+    pinned: Arc<Pinned>,
+}
+
+impl StatePrograms {
+    /// `links`: the state program's and its backstop's pins (none under the
+    /// tracepoint design, where they stay).
+    pub fn new(pins: &PinDir, links: Vec<PathBuf>, pinned: Arc<Pinned>) -> Self {
+        Self {
+            pins: pins.clone(),
+            links,
+            pinned,
+        }
+    }
+
+    /// After a pass that found `counted` sockets with storage: detaches
+    /// the state programs if none, and if the pass walked every network
+    /// namespace (`complete`). A failure is a warning: they just stay.
+    pub fn after_pass(&self, counted: u64, complete: bool) {
+        if !complete {
+            return;
+        }
+        if let Err(e) = self.retire_if_idle(counted) {
+            warn!(error = %e, "cannot detach the state programs; they stay attached, at their cost");
+        }
+    }
+
+    /// Whether any of them is still attached.
+    pub fn attached(&self) -> bool {
+        self.links.iter().any(|p| p.exists())
+    }
+
+    /// Detaches them, given a pass that walked every network namespace
+    /// and found `counted` sockets that they count. Returns whether it did.
+    pub fn retire_if_idle(&self, counted: u64) -> Result<bool, MapError> {
+        if counted > 0 || !self.attached() {
+            return Ok(false);
+        }
+        for link in &self.links {
+            self.pinned.release(link).map_err(|e| MapError::Unpin {
+                path: link.clone(),
+                source: e,
+            })?;
+        }
+        Control::open(&self.pins)?.set(control::STORAGE, false)?;
+        info!("no socket is counted by the state programs any more: detached them; sock_ops counts every connection");
+        Ok(true)
+    }
+}
