@@ -4,17 +4,11 @@
 //! pod by the fake API, listens in the pod's namespace; each drain holds
 //! one client, then the client goes.
 
-use std::time::Duration;
-
 use graceful::bpf::paths::PinDir;
 use serde_json::json;
 
-use super::stats::summary;
-use crate::{
-    gate::wait_draining,
-    http_hook::{get, wait_listening, Scene, PORT},
-    monotonic_ns,
-};
+use super::{stats::summary, timed_http_drain};
+use crate::http_hook::{wait_listening, Scene, PORT};
 
 /// `drains` drains, one after the other, on one pod.
 pub fn run(drains: usize) {
@@ -33,20 +27,8 @@ pub fn run(drains: usize) {
             ));
             crate::wait_for(10, "accept", || (s.app.accepted() == i as u64 + 1).then_some(()));
         }
-        let node = &s.net.a;
-        let (answer, last_byte_ns) = std::thread::scope(|t| {
-            let hook = t.spawn(move || {
-                let a = get(
-                    node,
-                    gate,
-                    "/drain?policy=drained&settle=0s&min=0s&max=20s",
-                    Duration::from_secs(30),
-                );
-                (a, monotonic_ns())
-            });
-            wait_draining(&s.agent, 1);
+        let (answer, last_byte_ns) = timed_http_drain(&s.agent, &s.net.a, gate, || {
             client.cmd("close-out 1 fin");
-            hook.join().unwrap()
         });
         let answer = answer.unwrap_or_else(|e| panic!("drain {i}: {e}"));
         let report = answer.json();

@@ -12,6 +12,10 @@
 //! - [`terminating`]: a terminating pod's report after its last inbound
 //!   close (the agent watching the fake API);
 //! - [`quiet`]: a `--policy quiet` drain's release after its window;
+//! - [`excluding`]: the same with exclusions in place, and a scraper and
+//!   probes they leave out busy throughout;
+//! - [`designs`]: the floors and the softirq stress that `cargo xtask bench
+//!   designs` runs under each counting design;
 //! - [`http_gate`]: the httpGet gate's response after the pod's last
 //!   inbound close (the agent in the pod's namespace, the hook from the
 //!   node's).
@@ -28,9 +32,36 @@
 
 pub mod after_containers;
 pub mod cluster_release;
+pub mod designs;
+pub mod excluding;
 pub mod http_gate;
 pub mod programs;
 pub mod quiet;
 pub mod release;
 pub mod stats;
 pub mod terminating;
+
+/// One timed drain through the httpGet gate at `gate` (drained, settle 0):
+/// the hook sent from `node`, `close` run once the agent lists the drain.
+/// The answer, and when its last byte came (CLOCK_MONOTONIC ns).
+pub fn timed_http_drain(
+    agent: &crate::agent::Agent,
+    node: &crate::netns::NetNs,
+    gate: std::net::SocketAddr,
+    close: impl FnOnce(),
+) -> (std::io::Result<crate::http_hook::Answer>, u64) {
+    std::thread::scope(|t| {
+        let hook = t.spawn(move || {
+            let a = crate::http_hook::get(
+                node,
+                gate,
+                "/drain?policy=drained&settle=0s&min=0s&max=20s",
+                std::time::Duration::from_secs(30),
+            );
+            (a, crate::monotonic_ns())
+        });
+        crate::gate::wait_draining(agent, 1);
+        close();
+        hook.join().unwrap()
+    })
+}

@@ -32,6 +32,23 @@ enum Cmd {
     /// On the test node's real kubelet (`GRACEFUL_KUBECONFIG`): from a deleted pod's last inbound
     /// close to its app's SIGTERM, through graceful's gate, a 1 s poller and `preStop: sleep`.
     ClusterRelease(ClusterArgs),
+    /// For `cargo xtask bench designs`: attach programs that do nothing where a design's programs
+    /// attach, print `attached`, and hold them until stdin closes.
+    Floor {
+        #[arg(value_enum)]
+        kind: bench::designs::Floor,
+    },
+    /// For `cargo xtask bench designs`: the softirq stress (the kernel test `nested`) under a
+    /// counting design, with the repair pass off; a JSON line per run, then the summary.
+    Nested {
+        #[arg(value_enum)]
+        design: bench::designs::Design,
+        #[arg(long, default_value_t = 20)]
+        runs: usize,
+        /// Connections each way of ending, per run (4 ways, plus 500 held).
+        #[arg(long, default_value_t = 5000)]
+        connections: u64,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -55,6 +72,10 @@ struct ReleaseArgs {
     /// Drains through the httpGet gate: the hook's response after the last inbound close.
     #[arg(long, default_value_t = 1000)]
     http: usize,
+    /// Drains through the httpGet gate with exclusions, what they leave out busy: the hook's
+    /// response after the last real close.
+    #[arg(long, default_value_t = 300)]
+    excluding: usize,
 }
 
 #[derive(Debug, Args)]
@@ -93,6 +114,9 @@ fn release_latency(a: &ReleaseArgs) -> anyhow::Result<()> {
     if a.http > 0 {
         bench::http_gate::run(a.http);
     }
+    if a.excluding > 0 {
+        bench::excluding::run(a.excluding);
+    }
     Ok(())
 }
 
@@ -114,5 +138,11 @@ fn main() -> anyhow::Result<()> {
             bench::cluster_release::run(&Cluster::get(), &cfg);
             Ok(())
         }
+        Cmd::Floor { kind } => bench::designs::hold_floor(kind),
+        Cmd::Nested {
+            design,
+            runs,
+            connections,
+        } => bench::designs::nested_runs(design, runs, connections),
     }
 }

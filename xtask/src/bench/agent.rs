@@ -33,6 +33,8 @@ pub struct Agent {
     api_socket: Option<PathBuf>,
     /// The socket this guard chose, removed (with its lock) on drop.
     own_socket: Option<PathBuf>,
+    /// More `graceful daemon` flags (`--counting tracepoint`).
+    pub extra_args: Vec<String>,
 }
 
 /// What one start-up took.
@@ -72,6 +74,7 @@ impl Agent {
             cgroup: None,
             api_socket: None,
             own_socket: None,
+            extra_args: Vec::new(),
         };
         let name = pins.file_name().unwrap_or_default().to_string_lossy();
         let own = std::env::temp_dir().join(format!("{name}.api.sock"));
@@ -154,6 +157,7 @@ impl Agent {
         if let Some(sock) = &self.api_socket {
             cmd.env("GRACEFUL_API_SOCKET", sock).args(["--api-addr", "off"]);
         }
+        cmd.args(&self.extra_args);
         cmd.stdout(Stdio::null()).stderr(Stdio::piped());
         let mut child = self.graceful.spawn_daemon(cmd, self.cgroup.as_deref())?;
         let lines = log_reader(child.stderr.take().expect("piped"));
@@ -250,6 +254,13 @@ impl Agent {
     pub fn uninstall(&mut self) -> anyhow::Result<()> {
         self.graceful.uninstall()?;
         Ok(())
+    }
+
+    /// The link pins under the agent's pin directory.
+    pub fn link_pins(&self) -> Vec<PathBuf> {
+        std::fs::read_dir(self.graceful.pin_dir.join("links"))
+            .map(|d| d.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default()
     }
 
     /// Whether the pinned link of the state program exists.

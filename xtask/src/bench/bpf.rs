@@ -86,17 +86,20 @@ pub fn loaded_program_names() -> io::Result<Vec<String>> {
     Ok(loaded_programs()?.iter().map(|i| c_name(&i[64..80])).collect())
 }
 
-/// The agent's programs that run on every connection: both copies of the
-/// state program (every state change) and the destruction backstop (every
-/// socket's end).
-pub const PER_CONNECTION_PROGRAMS: [&str; 3] = ["sock_set_state", "sock_state_twin", "sock_destroyed"];
+/// The agent's programs that run on every connection: the sock_ops program
+/// (its callbacks, under the default design); both copies of the state
+/// program (every state change) and the destruction backstop (every
+/// socket's end), under the tracepoint design or while a socket with
+/// storage is left.
+pub const PER_CONNECTION_PROGRAMS: [&str; 4] =
+    ["sock_ops", "sock_set_state", "sock_state_twin", "sock_destroyed"];
 
 /// Run time (ns) and run count of each of [`PER_CONNECTION_PROGRAMS`],
 /// summed over every loaded copy, in that order. They only advance while
 /// [`RunTimeStats`] is held.
-pub fn per_connection_run_times() -> io::Result<[(u64, u64); 3]> {
+pub fn per_connection_run_times() -> io::Result<[(u64, u64); 4]> {
     let word = |i: &[u8; 256], at: usize| u64::from_ne_bytes(i[at..at + 8].try_into().expect("8 bytes"));
-    let mut out = [(0, 0); 3];
+    let mut out = [(0, 0); 4];
     for i in loaded_programs()? {
         // struct bpf_prog_info: run_time_ns at 192, run_cnt at 200.
         if let Some(k) = PER_CONNECTION_PROGRAMS

@@ -12,6 +12,9 @@
 //!   that must adopt every connection.
 //! - `cluster-release`: on the test node's kubelet, a deleted pod's last
 //!   inbound close to its app's SIGTERM.
+//! - `designs`: the ways of counting side by side, CPU per connection and
+//!   misses under the softirq stress.
+//! - `nginx`: a real server's CPU per request, with the agent and without.
 //!
 //! All need root and run the real agent (a release build, under its own
 //! pin directory so a node's agent is never touched). `churn`,
@@ -34,8 +37,10 @@ pub(crate) mod cgroup;
 mod churn;
 mod cluster_release;
 mod cost;
+mod designs;
 mod load;
 mod memory;
+mod nginx;
 mod release;
 mod stats;
 pub(crate) mod tcp_load;
@@ -45,8 +50,15 @@ pub(crate) mod worker;
 pub enum BenchCmd {
     /// Connections per second on loopback, programs attached vs detached (target: at most 3 % fewer).
     Churn(churn::Args),
-    /// Where the churn load's extra CPU goes, by kernel path, from CPU samples (needs perf).
+    /// Where the churn load's extra CPU goes, by kernel path, from CPU samples (needs perf; target:
+    /// at most 4 % of the busy CPU).
     ChurnCost(cost::Args),
+    /// The counting designs (sock_ops, the tracepoints, without the twin, and the floors under
+    /// them) side by side: CPU per connection, and misses under the softirq stress (needs perf).
+    Designs(designs::Args),
+    /// nginx on loopback driven by wrk, a new connection per request and keep-alive: the
+    /// machine's busy CPU per request with the agent and without (target: at most 1.01×).
+    Nginx(nginx::Args),
     /// Agent RSS and kernel map memory with many live connections across many cgroups (target: RSS < 50 MiB).
     Memory(memory::Args),
     /// Gate release latency after the last inbound close, against a 1 s sock_diag poller (target: p99 <= 10 ms, 100x faster).
@@ -74,6 +86,8 @@ pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
     match cmd {
         BenchCmd::Churn(args) => churn::run(args),
         BenchCmd::ChurnCost(args) => cost::run(args),
+        BenchCmd::Designs(args) => designs::run(args),
+        BenchCmd::Nginx(args) => nginx::run(args),
         BenchCmd::Memory(args) => memory::run(args),
         BenchCmd::ReleaseLatency(args) => release::run(args),
         BenchCmd::ClusterRelease(args) => cluster_release::run(args),
@@ -118,6 +132,20 @@ impl AgentArgs {
         }
         Ok(bin)
     }
+}
+
+/// `cargo build --release -p` each of `packages`; the release directory.
+pub fn build_release(packages: &[&str]) -> anyhow::Result<PathBuf> {
+    let mut cmd = crate::util::cargo();
+    cmd.args(["build", "--release"]);
+    for p in packages {
+        cmd.args(["-p", p]);
+    }
+    let status = cmd.current_dir(workspace_root()).status().context("run cargo")?;
+    if !status.success() {
+        bail!("building {} failed ({status})", packages.join(", "));
+    }
+    Ok(crate::util::target_dir().join("release"))
 }
 
 pub fn workspace_root() -> PathBuf {

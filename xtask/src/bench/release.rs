@@ -32,28 +32,15 @@ pub struct Args {
     /// Drains through the httpGet gate: the hook's response after the last inbound close.
     #[arg(long, default_value_t = 1000)]
     pub http: usize,
+    /// Drains through the httpGet gate with exclusions in place, and a scraper and probes they
+    /// leave out busy: the hook's response after the last real close.
+    #[arg(long, default_value_t = 300)]
+    pub excluding: usize,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let root = super::workspace_root();
-    let status = crate::util::cargo()
-        .args([
-            "build",
-            "--release",
-            "-p",
-            "graceful-daemon",
-            "-p",
-            "graceful-wait",
-            "-p",
-            "graceful-tests",
-        ])
-        .current_dir(&root)
-        .status()?;
-    anyhow::ensure!(
-        status.success(),
-        "building the agent, the hook and the bench failed"
-    );
-    let release = crate::util::target_dir().join("release");
+    let release = super::build_release(&["graceful-daemon", "graceful-wait", "graceful-tests"])?;
     let status = std::process::Command::new(release.join("graceful-bench"))
         .arg("release-latency")
         // Every latency measurement: drains, container exits, terminating
@@ -64,6 +51,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .args(["--terminations", &args.terminations.to_string()])
         .args(["--quiet", &args.quiet.to_string()])
         .args(["--http", &args.http.to_string()])
+        .args(["--excluding", &args.excluding.to_string()])
         .env("GRACEFUL_BIN", release.join("graceful"))
         .current_dir(&root)
         .status()?;

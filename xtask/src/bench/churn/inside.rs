@@ -38,7 +38,7 @@ pub(super) fn settle_detached() -> anyhow::Result<usize> {
 pub(super) struct Inside {
     /// Per program of [`bpf::PER_CONNECTION_PROGRAMS`]: ns per run, runs
     /// per connection.
-    pub(super) programs: [(f64, f64); 3],
+    pub(super) programs: [(f64, f64); 4],
 }
 
 impl Inside {
@@ -98,7 +98,7 @@ pub(super) fn time_inside(agent: &mut Agent, cfg: &Config) -> anyhow::Result<Ins
     drop(stats);
     agent.stop()?;
     agent.uninstall()?;
-    let mut programs = [(0.0, 0.0); 3];
+    let mut programs = [(0.0, 0.0); 4];
     for (k, p) in programs.iter_mut().enumerate() {
         let (ns, runs) = (
             after[k].0.saturating_sub(before[k].0),

@@ -1,4 +1,4 @@
-//! `cargo xtask bench churn`: what graceful's tracepoint costs a
+//! `cargo xtask bench churn`: what graceful's programs cost a
 //! connection-heavy node, as loopback connections per second with the
 //! programs attached against detached.
 //!
@@ -16,8 +16,9 @@
 //!
 //! One more window, after the rounds, turns on the kernel's run-time
 //! statistics of BPF programs and reports the time spent per connection
-//! inside each program that runs on every connection (both copies of the
-//! state program, and the destruction backstop): the part of the cost the
+//! inside each program that runs on every connection (the sock_ops
+//! program; both copies of the state program and the destruction backstop
+//! where they are attached): the part of the cost the
 //! programs' own code can change, measured without the noise of a
 //! throughput ratio. The rest of the extra CPU is spent outside them.
 

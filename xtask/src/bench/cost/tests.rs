@@ -36,3 +36,21 @@ fn a_star_root_matches_programs_whatever_their_tag() {
     assert_eq!(p.share(&["prog:sock_set_state"]), 3.0);
     assert_eq!(p.share(&["prog:sock_state_twin"]), 1.0);
 }
+
+#[test]
+fn a_paths_roots_are_alternatives_and_the_largest_holds_the_others() {
+    // Two programs on the tracepoint: its iterator holds both dispatches.
+    let two = Profile {
+        children: HashMap::from([
+            ("__traceiter_inet_sock_set_state".to_string(), 6.0),
+            ("bpf_trace_run3".to_string(), 5.5),
+        ]),
+    };
+    // One: the tracepoint calls the dispatcher directly.
+    let one = Profile {
+        children: HashMap::from([("bpf_trace_run3".to_string(), 4.0)]),
+    };
+    let roots = ["__traceiter_inet_sock_set_state", "bpf_trace_run3"];
+    assert_eq!(two.share(&roots), 6.0);
+    assert_eq!(one.share(&roots), 4.0);
+}
