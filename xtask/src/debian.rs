@@ -47,8 +47,15 @@ impl PrivateApt {
         Ok(apt)
     }
 
+    /// Fetches the lists again (`apt-get update`), so that "newest" means today's.
+    pub fn update(&self) -> anyhow::Result<()> {
+        output(self.cmd("apt-get").arg("update"))
+            .context("apt-get update with a private sources list (is Debian's archive reachable?)")
+            .map(drop)
+    }
+
     /// `program` (apt-get, apt-cache) reading only our sources, lists and cache.
-    fn cmd(&self, program: &str) -> Command {
+    pub fn cmd(&self, program: &str) -> Command {
         let mut cmd = Command::new(program);
         let d = |p: &str| self.dir.join(p).display().to_string();
         for (k, v) in [

@@ -70,7 +70,7 @@ enum Command {
     /// in the middle; prints every cgroup's counts against `ss` and the workers' tallies, and the
     /// drift. Exit status 1 if a live count drifted. `cargo xtask soak --help` lists its flags.
     Soak(soak::Args),
-    /// Run the integration tests in qemu on Debian's newest 6.1 and 6.12 kernels and on this kernel.
+    /// Run the integration tests in qemu on Debian kernels (bookworm's 6.1, sid's 7.2, and the refusal on bullseye's 5.10; `--all` adds bookworm's and trixie's 6.12) and on this kernel.
     VmTest(vm::Args),
     /// A real Kubernetes node on this machine (built from Debian's archive), with graceful's
     /// DaemonSet on it: `cargo xtask cluster up | down | status` (as root).

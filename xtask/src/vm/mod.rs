@@ -1,16 +1,21 @@
 //! `cargo xtask vm-test`: the integration tests on Debian kernels under
 //! qemu (TCG), and on this machine's kernel, with the same static binaries.
 //!
-//! 1. Choose the newest `linux-image-<series>.*-amd64` package apt offers
-//!    for each series (6.1 and 6.12 by default), download it into
-//!    `target/vm/kernels/` (checked against the archive's SHA256) and unpack it.
+//! 1. Choose the newest `linux-image-<series>.*-amd64` package for each
+//!    `--kernel` (default: [`DEFAULT`], CI's set; `--all`: [`ALL`]), from
+//!    the machine's apt or, for `<suite>:<series>`, from a private apt for
+//!    that suite (`target/vm/apt/<suite>/`); download it and, where Debian
+//!    splits the image (sid's 7.x), the parts it depends on into
+//!    `target/vm/kernels/` (checked against the archive's SHA256), and unpack them.
 //! 2. Build the agent, the test binary, its peer and the guest's `/init`
 //!    static with musl.
 //! 3. Per kernel, write an initramfs (`target/vm/<package>.cpio.gz`); boot
-//!    them all at once, each under single-threaded TCG (see `--accel`) on
-//!    a host core of its own. The guest's
+//!    them two at a time ([`AT_ONCE`]), each under single-threaded TCG (see
+//!    `--accel`) on a host core of its own. The guest's
 //!    `/init` (`tests/src/bin/graceful-vm-init.rs`) runs the tests one at a
 //!    time and prints `init: success` or `init: failure`: the only verdict.
+//!    A kernel below graceful's floor (`floor.rs`) runs only the refusal
+//!    tests: the agent must refuse it in one line naming what it lacks.
 //!    A watchdog kills a guest that panics, locks up or outlives
 //!    `--timeout`. Each console goes to the terminal and to
 //!    `target/vm/logs/`, each line stamped with the seconds since qemu
@@ -20,7 +25,8 @@
 //! Debian's `ip`/`ss`/`tc`/`nsenter`/`unshare`, the test fixtures, no CA bundle.
 //! 4. Run the same test binary on the host kernel (unless `--no-host`).
 //! 5. Print a table of kernel, package version, result and duration, also
-//!    written to `target/vm/summary.txt` and `target/vm/results.json`.
+//!    written to `target/vm/summary.txt` and `target/vm/results.json`
+//!    (which also lists every package unpacked, with its SHA256).
 //!
 //! Exit code 0 when every kernel passed.
 
@@ -28,6 +34,7 @@ mod binaries;
 mod console;
 mod cpio;
 mod elf;
+mod floor;
 mod host;
 mod initramfs;
 mod kernels;
@@ -45,10 +52,19 @@ use crate::util;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// A kernel to boot: a series (the newest `linux-image-<series>.*-amd64` apt offers) or an exact
-    /// package name such as `linux-image-6.1.0-57-amd64`. Repeat for several.
-    #[arg(long = "kernel", value_name = "SERIES|PACKAGE", default_values = ["6.1", "6.12"])]
+    /// A kernel to boot: a series (the newest `linux-image-<series>.*-amd64` the machine's apt
+    /// offers) or an exact package name such as `linux-image-6.1.0-57-amd64`, either one after
+    /// `<suite>:` for another Debian suite through a private apt (`sid:7.2`, `trixie:6.12`,
+    /// `bullseye:5.10`). Repeat for several. Default: the CI set (see `DEFAULT`).
+    #[arg(
+        long = "kernel",
+        value_name = "[SUITE:]SERIES|PACKAGE",
+        conflicts_with = "all"
+    )]
     kernels: Vec<String>,
+    /// The whole matrix (see `ALL`): every kernel the README's table lists.
+    #[arg(long)]
+    all: bool,
     /// Don't run the tests on this machine's kernel.
     #[arg(long)]
     no_host: bool,
@@ -89,6 +105,17 @@ pub struct Args {
     test_args: Vec<String>,
 }
 
+/// The guests CI boots (`.ci/run`), beside the host: bookworm's 6.1 (the
+/// floor) and sid's 7.2 (the newest Debian ships), two at a time on CI's
+/// two cores, plus bullseye's 5.10, which runs only the refusal test (a
+/// minute). Both 6.12s run with `--all`: another full guest would take CI
+/// past its hour.
+pub const DEFAULT: &[&str] = &["6.1", "sid:7.2", "bullseye:5.10"];
+/// `--all`: every kernel the README's Requirements table lists.
+pub const ALL: &[&str] = &["6.1", "6.12", "trixie:6.12", "sid:7.2", "bullseye:5.10"];
+/// Guests booted at once: each takes a host core (single-threaded TCG).
+const AT_ONCE: usize = 2;
+
 /// One row of the summary.
 #[derive(Debug, serde::Serialize)]
 struct Row {
@@ -96,6 +123,8 @@ struct Row {
     package: String,
     version: String,
     sha256: String,
+    /// Every package unpacked for the guest (sid's images come in parts).
+    parts: Vec<kernels::Part>,
     uname: String,
     btf: String,
     result: String,
@@ -113,6 +142,7 @@ impl Row {
             package: "-".into(),
             version: h.version,
             sha256: String::new(),
+            parts: Vec::new(),
             uname: h.release,
             btf: if h.btf { "yes" } else { "MISSING" }.into(),
             result: h.result,
@@ -126,6 +156,13 @@ impl Row {
 
     fn guest(k: &kernels::Kernel, out: qemu::Outcome, log: &Path) -> Row {
         let mut notes = out.notes;
+        let refusal_only = floor::below(&k.release);
+        if refusal_only {
+            notes.push(format!(
+                "below graceful's floor: the guest ran only the refusal test ({})",
+                floor::REFUSAL_TESTS
+            ));
+        }
         if let qemu::Verdict::Panic(l) | qemu::Verdict::SoftLockup(l) | qemu::Verdict::Silent(l) =
             &out.verdict
         {
@@ -141,13 +178,18 @@ impl Row {
             package: k.package.clone(),
             version: k.version.clone(),
             sha256: k.sha256.clone(),
+            parts: k.parts.clone(),
             uname: uname.split_whitespace().next().unwrap_or("?").to_string(),
             btf: match &out.btf {
                 Some(b) if !b.starts_with("missing") => "yes".into(),
                 Some(_) => "MISSING".into(),
                 None => "?".into(),
             },
-            result: out.verdict.describe(),
+            result: if refusal_only {
+                format!("{} (refusal test)", out.verdict.describe())
+            } else {
+                out.verdict.describe()
+            },
             passed: out.verdict.passed(),
             duration_s: out.duration.as_secs_f64(),
             boot_s: out.boot.map(|b| b.as_secs_f64()),
@@ -167,9 +209,19 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     if args.apt_update {
         util::run(Command::new("apt-get").args(["update", "-q"]))?;
     }
+    let specs: Vec<String> = match (&args.kernels[..], args.all) {
+        ([], true) => ALL.iter().map(|s| s.to_string()).collect(),
+        ([], false) => DEFAULT.iter().map(|s| s.to_string()).collect(),
+        (given, _) => given.to_vec(),
+    };
     let mut kernels = Vec::new();
-    for spec in &args.kernels {
-        let k = kernels::fetch(spec, &vm_dir.join("kernels"))?;
+    for spec in &specs {
+        let k = kernels::fetch(
+            spec,
+            &vm_dir.join("kernels"),
+            &vm_dir.join("apt"),
+            args.apt_update,
+        )?;
         println!(
             "==> kernel {spec}: {} {} (uname -r {}, BTF in config: {})",
             k.package,
@@ -177,6 +229,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             k.release,
             if k.btf_config { "yes" } else { "NO" }
         );
+        for p in k.parts.iter().skip(1) {
+            println!("    with {} {}", p.package, p.version);
+        }
         kernels.push(k);
     }
 
@@ -210,11 +265,29 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         .chain(args.test_args.iter().cloned())
         .collect(),
     };
+    // Below the floor the agent refuses to start: the guest checks that it
+    // does, in one line naming the missing feature, and runs nothing else.
+    let refusal_run = initramfs::Run {
+        env: guest_run.env.clone(),
+        args: [
+            "--test-threads=1".to_string(),
+            "--nocapture".into(),
+            floor::REFUSAL_TESTS.into(),
+        ]
+        .into(),
+    };
     let mut prepared = Vec::new();
+    // The quick refusal guests first, so that they share a core with a long run.
+    kernels.sort_by_key(|k| !floor::below(&k.release));
     for k in &kernels {
         let initrd = vm_dir.join(format!("{}.cpio.gz", k.package));
         let t = Instant::now();
-        let size = initramfs::finish(userland.clone(), k, &guest_run, &initrd)?;
+        let run = if floor::below(&k.release) {
+            &refusal_run
+        } else {
+            &guest_run
+        };
+        let size = initramfs::finish(userland.clone(), k, run, &initrd)?;
         println!(
             "==> {}: {} MB uncompressed, {} MB gzip, written in {:.1?}",
             initrd.display(),
@@ -226,33 +299,34 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         let label = format!("[{}]", k.spec);
         prepared.push((k, initrd, log, label));
     }
-    // The guests at once: each runs single-threaded TCG, one host core
-    // apiece, and their console lines carry their kernel's label.
-    let outcomes: Vec<anyhow::Result<qemu::Outcome>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = prepared
-            .iter()
-            .map(|(k, initrd, log, label)| {
-                let args = &args;
-                scope.spawn(move || {
-                    qemu::run(&qemu::Guest {
-                        accel: &args.accel,
-                        kernel: &k.vmlinuz,
-                        initrd,
-                        memory: &args.memory,
-                        smp: args.smp,
-                        timeout: Duration::from_secs(args.timeout),
-                        log,
-                        label,
-                    })
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect()
+    // AT_ONCE guests at a time: each runs single-threaded TCG, one host
+    // core apiece, and their console lines carry their kernel's label.
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let outcomes = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..AT_ONCE.min(prepared.len()) {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some((k, initrd, log, label)) = prepared.get(i) else {
+                    return;
+                };
+                let out = qemu::run(&qemu::Guest {
+                    accel: &args.accel,
+                    kernel: &k.vmlinuz,
+                    initrd,
+                    memory: &args.memory,
+                    smp: args.smp,
+                    timeout: Duration::from_secs(args.timeout),
+                    log,
+                    label,
+                });
+                outcomes.lock().unwrap_or_else(|e| e.into_inner()).push((i, out));
+            });
+        }
     });
-    for ((k, _, log, _), out) in prepared.iter().zip(outcomes) {
+    let mut outcomes = outcomes.into_inner().unwrap_or_else(|e| e.into_inner());
+    outcomes.sort_by_key(|(i, _)| *i);
+    for ((k, _, log, _), (_, out)) in prepared.iter().zip(outcomes) {
         rows.push(Row::guest(k, out?, log));
     }
 
