@@ -30,13 +30,7 @@ pub fn run(drains: usize) {
         let (answer, last_byte_ns) = timed_http_drain(&s.agent, &s.net.a, gate, || {
             client.cmd("close-out 1 fin");
         });
-        let answer = answer.unwrap_or_else(|e| panic!("drain {i}: {e}"));
-        let report = answer.json();
-        assert_eq!(
-            (answer.status, report["reason"].as_str()),
-            (200, Some("drained")),
-            "drain {i}: {answer:?}"
-        );
+        super::drained_report(i, answer);
         let close_ns = counters.get(app_id).last_inbound_close_ns;
         ms.push(last_byte_ns.saturating_sub(close_ns) as f64 / 1e6);
     }

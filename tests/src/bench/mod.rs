@@ -65,3 +65,15 @@ pub fn timed_http_drain(
         hook.join().unwrap()
     })
 }
+
+/// The report of drain `i`'s answer, which must be 200 and `drained`.
+pub fn drained_report(i: usize, answer: std::io::Result<crate::http_hook::Answer>) -> serde_json::Value {
+    let answer = answer.unwrap_or_else(|e| panic!("drain {i}: {e}"));
+    let report = answer.json();
+    assert_eq!(
+        (answer.status, report["reason"].as_str()),
+        (200, Some("drained")),
+        "drain {i}: {answer:?}"
+    );
+    report
+}

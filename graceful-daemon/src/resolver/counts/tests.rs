@@ -2,11 +2,20 @@ use std::path::Path;
 
 use super::*;
 
+const UID: &str = "a3ae0dbd-38d5-48fe-808c-a4d5dada806d";
+
+/// A pod's cgroup, and two container ids.
+fn pod() -> (String, String, String) {
+    (
+        format!("/kubepods/burstable/pod{UID}"),
+        "a".repeat(64),
+        "b".repeat(64),
+    )
+}
+
 #[test]
 fn a_pod_counts_all_its_cgroups_and_each_container_its_own() {
-    let uid = "a3ae0dbd-38d5-48fe-808c-a4d5dada806d";
-    let p = format!("/kubepods/burstable/pod{uid}");
-    let (a, b) = ("a".repeat(64), "b".repeat(64));
+    let (p, a, b) = pod();
     let mut ix = PodIndex::default();
     ix.insert(1, Path::new(&p));
     ix.insert(2, Path::new(&format!("{p}/{a}")));
@@ -53,9 +62,7 @@ fn a_pod_counts_all_its_cgroups_and_each_container_its_own() {
 
 #[test]
 fn connections_left_out_are_summed_like_the_others_and_shown_when_some() {
-    let uid = "a3ae0dbd-38d5-48fe-808c-a4d5dada806d";
-    let p = format!("/kubepods/burstable/pod{uid}");
-    let (a, b) = ("a".repeat(64), "b".repeat(64));
+    let (p, a, b) = pod();
     let mut ix = PodIndex::default();
     ix.insert(1, Path::new(&p));
     ix.insert(2, Path::new(&format!("{p}/{a}")));
@@ -78,7 +85,7 @@ fn connections_left_out_are_summed_like_the_others_and_shown_when_some() {
     assert!(json["containers"][1].get("inbound_ignored").is_none(), "{json}");
     // JSON from an agent before the exclusions still reads, as zero.
     let old = serde_json::json!({
-        "uid": uid, "namespace": null, "name": null, "qos": "burstable", "state": "Running",
+        "uid": UID, "namespace": null, "name": null, "qos": "burstable", "state": "Running",
         "inbound_live": 2, "outbound_live": 0, "listeners": 1, "containers": [],
         "driver": "cgroupfs", "cgroup_id": 1, "path": p,
     });
@@ -90,9 +97,8 @@ fn connections_left_out_are_summed_like_the_others_and_shown_when_some() {
 
 #[test]
 fn a_huge_id_is_quoted_clipped_with_its_length() {
-    let uid = "a3ae0dbd-38d5-48fe-808c-a4d5dada806d";
     let mut ix = PodIndex::default();
-    ix.insert(1, Path::new(&format!("/kubepods/burstable/pod{uid}")));
+    ix.insert(1, Path::new(&pod().0));
     let pods = views(&ix, &BTreeMap::new());
     let huge = "f".repeat(60_000);
     for want in [huge.clone(), format!("ns/{huge}")] {
