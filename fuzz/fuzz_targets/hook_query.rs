@@ -61,7 +61,7 @@ fuzz_target!(|data: &[u8]| {
     }
 });
 
-/// `q` as a query, from its values: durations in ms, names as they are
+/// `q` as a query, from its values: durations in ms, names and exclusions as they are
 /// but for the three characters the query's syntax takes (`%`, `&`, `+`).
 fn encode(q: &HookQuery) -> String {
     let r = &q.request;
@@ -94,6 +94,15 @@ fn encode(q: &HookQuery) -> String {
             names.iter().map(|n| percent(n)).collect::<Vec<_>>().join(",")
         };
         pairs.push(format!("after-containers={list}"));
+    }
+    // Kept as written: the agent parses them with the annotations.
+    for (key, v) in [
+        ("ignore-ports", &r.ignore_ports),
+        ("ignore-peers", &r.ignore_peers),
+    ] {
+        if let Some(v) = v {
+            pairs.push(format!("{key}={}", percent(v)));
+        }
     }
     if let Some(c) = &q.container {
         pairs.push(format!("container={}", percent(c)));
