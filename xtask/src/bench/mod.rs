@@ -48,7 +48,7 @@ pub(crate) mod worker;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum BenchCmd {
-    /// Connections per second on loopback, programs attached vs detached (target: at most 3 % fewer).
+    /// Connections per second on loopback, programs attached vs detached (target: a ratio with/without of at least 0.95 at the median).
     Churn(churn::Args),
     /// Where the churn load's extra CPU goes, by kernel path, from CPU samples (needs perf; target:
     /// at most 4 % of the busy CPU).
