@@ -44,11 +44,11 @@ pub struct Repairer {
     kernel: Kernel,
     metrics: Arc<Recorder>,
     /// Detached once a pass over the node finds no socket they count.
-    state_programs: Option<Arc<StatePrograms>>,
+    state_programs: Arc<StatePrograms>,
 }
 
 impl Repairer {
-    pub fn new(kernel: Kernel, metrics: Arc<Recorder>, state_programs: Option<Arc<StatePrograms>>) -> Self {
+    pub fn new(kernel: Kernel, metrics: Arc<Recorder>, state_programs: Arc<StatePrograms>) -> Self {
         Self {
             kernel,
             metrics,
@@ -61,8 +61,9 @@ impl Repairer {
         let kernel = self.kernel.clone();
         let pass = blocking(move || repair(&kernel, &netns::scan_netns().namespaces)).await;
         let pass = self.account(pass, "node");
-        if let (Some(p), Some(r)) = (&self.state_programs, &pass) {
-            p.after_pass(r.storage, r.namespaces_failed == 0);
+        if let Some(r) = &pass {
+            self.state_programs
+                .after_pass(r.storage, r.namespaces_failed == 0);
         }
         match pass {
             Some(r) if r.repaired > 0 => info!(

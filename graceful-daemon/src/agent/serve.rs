@@ -69,7 +69,7 @@ pub async fn serve(
     let watcher = Watcher::spawn(&hier, WatchConfig::default())?;
     let recorder = Arc::new(Recorder::new(&Outcome::ALL.map(Outcome::as_str)));
     recorder.repair(None, adoption.repaired);
-    let repairer = Repairer::new(kernel.clone(), recorder.clone(), Some(Arc::new(state_programs)));
+    let repairer = Repairer::new(kernel.clone(), recorder.clone(), Arc::new(state_programs));
     // Names, deletions and Events from the API; never blocks or fails the start.
     let kube = crate::kube::Kube::start(&settings.kube, watcher.resolver().shared()).await;
     // Every terminating pod's report, gated or not: from the watch's

@@ -99,10 +99,7 @@ pub fn attach_tp<'a>(
 /// link is pinned there; without, it lives as long as the object (doctor's
 /// trial).
 pub fn attach_sock_ops(ebpf: &mut Ebpf, root: &Path, pin_at: Option<&Path>) -> Result<(), LoadError> {
-    let file = File::open(root).map_err(|source| LoadError::Cgroup {
-        path: root.into(),
-        source,
-    })?;
+    let file = open_cgroup(root)?;
     let prog: &mut SockOps = prog_mut(ebpf, names::PROG_SOCK_OPS, "sock_ops")?;
     prog.load().map_err(program("load sockops"))?;
     // A BPF link on a cgroup always runs beside other programs: Single is
@@ -159,10 +156,7 @@ pub fn load_ingress(ebpf: &mut Ebpf) -> Result<(), LoadError> {
 
 /// Attaches the loaded ingress program to the cgroup directory `dir`.
 pub fn attach_ingress(ebpf: &mut Ebpf, dir: &Path) -> Result<CgroupSkbLinkId, LoadError> {
-    let file = File::open(dir).map_err(|source| LoadError::Cgroup {
-        path: dir.into(),
-        source,
-    })?;
+    let file = open_cgroup(dir)?;
     let prog: &mut CgroupSkb = prog_mut(ebpf, names::PROG_INGRESS, "ingress")?;
     // A BPF link takes no attach flags, and links on a cgroup always run
     // beside other programs: Single is the mode that passes no flags.
@@ -174,4 +168,12 @@ pub fn attach_ingress(ebpf: &mut Ebpf, dir: &Path) -> Result<CgroupSkbLinkId, Lo
 pub fn detach_ingress(ebpf: &mut Ebpf, link: CgroupSkbLinkId) -> Result<(), LoadError> {
     let prog: &mut CgroupSkb = prog_mut(ebpf, names::PROG_INGRESS, "ingress")?;
     prog.detach(link).map_err(program("detach cgroup_skb/ingress"))
+}
+
+/// A cgroup directory, to attach a program to.
+fn open_cgroup(dir: &Path) -> Result<File, LoadError> {
+    File::open(dir).map_err(|source| LoadError::Cgroup {
+        path: dir.into(),
+        source,
+    })
 }

@@ -154,6 +154,7 @@ pub fn attach(pins: &PinDir, opts: &AttachOptions) -> Result<Attached, LoadError
     let fp = fingerprint();
 
     let ops_link = pins.link(names::PROG_SOCK_OPS, &fp);
+    let link_path = pins.link(names::PROG_STATE, &fp);
     let ops_attached = ops_link.exists();
     let counting_with_ops = other_links(pins, names::PROG_SOCK_OPS).next().is_some();
     let design = match (opts.counting, offsets.sock_ops_missing()) {
@@ -185,7 +186,7 @@ pub fn attach(pins: &PinDir, opts: &AttachOptions) -> Result<Attached, LoadError
         Design::Tracepoint => (load(pins, &offsets, true, reused_maps)?, Design::Tracepoint),
         Design::SockOps => {
             let mut ebpf = load(pins, &offsets, false, reused_maps)?;
-            if !pins.link(names::PROG_STATE, &fp).exists() {
+            if !link_path.exists() {
                 // The state programs are about to count the sockets with
                 // storage (adopted ones, an older design's): the sock_ops
                 // program must take such sockets over, not count them
@@ -213,7 +214,6 @@ pub fn attach(pins: &PinDir, opts: &AttachOptions) -> Result<Attached, LoadError
         }
     };
 
-    let link_path = pins.link(names::PROG_STATE, &fp);
     let twin_path = pins.link(names::PROG_STATE_TWIN, &fp);
     let mut wanted = vec![(links::STATE, link_path.clone())];
     if design == Design::Tracepoint {
@@ -250,11 +250,7 @@ pub fn attach(pins: &PinDir, opts: &AttachOptions) -> Result<Attached, LoadError
     }
 
     if design == Design::SockOps {
-        let others: Vec<String> = super::query::sock_ops_programs(&opts.cgroup_root)
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|n| n != names::PROG_SOCK_OPS)
-            .collect();
+        let others = super::query::foreign_sock_ops(&opts.cgroup_root);
         if !others.is_empty() {
             warn!(
                 programs = %others.join(", "),
@@ -270,19 +266,11 @@ pub fn attach(pins: &PinDir, opts: &AttachOptions) -> Result<Attached, LoadError
         ours.push(&ops_link);
     }
     let mut replaced_links = Vec::new();
-    if let Ok(dir) = std::fs::read_dir(pins.links()) {
-        for entry in dir.flatten() {
-            let path = entry.path();
-            let name = entry.file_name();
-            let name = name.to_string_lossy();
-            let known = links::ALWAYS_ON
-                .iter()
-                .any(|p| name.starts_with(&format!("{p}-")));
-            if known && !ours.contains(&path.as_path()) {
-                std::fs::remove_file(&path).map_err(|e| pin_err(format!("remove {}", path.display()), e))?;
-                info!(link = %path.display(), "detached a program of another version or design");
-                replaced_links.push(path);
-            }
+    for path in links::ALWAYS_ON.iter().flat_map(|p| other_links(pins, p)) {
+        if !ours.contains(&path.as_path()) {
+            std::fs::remove_file(&path).map_err(|e| pin_err(format!("remove {}", path.display()), e))?;
+            info!(link = %path.display(), "detached a program of another version or design");
+            replaced_links.push(path);
         }
     }
 

@@ -48,6 +48,16 @@ fn name(id: u32) -> Option<String> {
     Some(String::from_utf8_lossy(&bytes[..end]).into_owned())
 }
 
+/// The sock_ops programs at `root` other than graceful's: what the agent
+/// warns of and doctor names. Empty when the query fails.
+pub fn foreign_sock_ops(root: &Path) -> Vec<String> {
+    sock_ops_programs(root)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|n| n != graceful_common::names::PROG_SOCK_OPS)
+        .collect()
+}
+
 /// The names of the sock_ops programs that run for the sockets of the
 /// cgroup directory `dir` (at the root: for every socket).
 pub fn sock_ops_programs(dir: &Path) -> io::Result<Vec<String>> {

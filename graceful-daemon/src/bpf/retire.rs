@@ -59,10 +59,10 @@ impl StatePrograms {
     }
 
     /// Detaches them, given a pass that walked every network namespace
-    /// and found `counted` sockets that they count. Returns whether it did.
-    pub fn retire_if_idle(&self, counted: u64) -> Result<bool, MapError> {
+    /// and found `counted` sockets that they count.
+    fn retire_if_idle(&self, counted: u64) -> Result<(), MapError> {
         if counted > 0 || !self.attached() {
-            return Ok(false);
+            return Ok(());
         }
         for link in &self.links {
             self.pinned.release(link).map_err(|e| MapError::Unpin {
@@ -72,6 +72,6 @@ impl StatePrograms {
         }
         Control::open(&self.pins)?.set(control::STORAGE, false)?;
         info!("no socket is counted by the state programs any more: detached them; sock_ops counts every connection");
-        Ok(true)
+        Ok(())
     }
 }

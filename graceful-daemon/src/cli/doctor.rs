@@ -1,8 +1,6 @@
 //! `graceful doctor`: can this node run graceful? Each problem is one line
 //! saying what to do; the exit status is non-zero if the agent cannot work.
 
-use graceful_common::names;
-
 use crate::{
     bpf::{
         bpffs::{self, Residence},
@@ -203,14 +201,10 @@ pub fn run(pins: &PinDir, args: Args) -> anyhow::Result<i32> {
                             ),
                         ),
                     }
-                    let others: Vec<String> = root
+                    let others = root
                         .as_ref()
-                        .ok()
-                        .and_then(|root| query::sock_ops_programs(root).ok())
-                        .unwrap_or_default()
-                        .into_iter()
-                        .filter(|n| n != names::PROG_SOCK_OPS)
-                        .collect();
+                        .map(|root| query::foreign_sock_ops(root))
+                        .unwrap_or_default();
                     if !others.is_empty() {
                         r.line(
                             Level::Warn,
