@@ -38,15 +38,16 @@ impl Peer {
     pub fn as_v6(&self) -> Option<(Ipv6Addr, u8)> {
         match *self {
             Peer::Node => None,
-            Peer::Net {
-                addr: IpAddr::V4(a),
-                prefix,
-            } => Some((a.to_ipv6_mapped(), 96 + prefix)),
-            Peer::Net {
-                addr: IpAddr::V6(a),
-                prefix,
-            } => Some((a, prefix)),
+            Peer::Net { addr, prefix } => Some((mapped(addr), prefix + if addr.is_ipv4() { 96 } else { 0 })),
         }
+    }
+}
+
+/// `ip` as the programs see every peer: IPv4 as mapped IPv6.
+pub fn mapped(ip: IpAddr) -> Ipv6Addr {
+    match ip {
+        IpAddr::V4(a) => a.to_ipv6_mapped(),
+        IpAddr::V6(a) => a,
     }
 }
 

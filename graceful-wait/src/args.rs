@@ -73,7 +73,7 @@ impl Args {
             }
         }
         if let Some(a) = &self.after_containers {
-            let names: Vec<String> = a.iter().map(|c| format!("{c:?}")).collect();
+            let names: Vec<String> = a.iter().map(|c| json_string(c)).collect();
             f.push(format!("\"after_containers\":[{}]", names.join(",")));
         }
         for (k, v) in [

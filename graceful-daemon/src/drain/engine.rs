@@ -39,12 +39,8 @@ pub struct Report {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ignored: Vec<Ignored>,
     /// Connections the exclusions left out that were live at the release.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "crate::is_zero")]
     pub ignored_at_release: u64,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }
 
 /// One exclusion rule and what it left out.

@@ -5,7 +5,10 @@
 
 use std::net::IpAddr;
 
-use graceful_api::{exclusions::mask, Peer};
+use graceful_api::{
+    exclusions::{mapped, mask},
+    Peer,
+};
 use graceful_common::{Filter, IgnoreNet, MAX_IGNORE_NETS, MAX_IGNORE_PORTS, MAX_IGNORE_RULES};
 
 /// What [`compile`] makes of a drain's exclusions.
@@ -43,7 +46,7 @@ pub fn compile(
         let rule = rules.len() as u32;
         let addrs: Vec<(u128, u8)> = match peer {
             Peer::Node => match node_addrs {
-                Some(a) => a.iter().map(|ip| (u128::from(as_v6(*ip)), 128)).collect(),
+                Some(a) => a.iter().map(|ip| (u128::from(mapped(*ip)), 128)).collect(),
                 None => {
                     warnings.push(
                         "ignore-peers: node: the agent does not know the node's addresses (see its --node-netns): \
@@ -75,14 +78,6 @@ pub fn compile(
     f.nets_len = nets.len() as u32;
     f.nets[..nets.len()].copy_from_slice(&nets);
     Some(Exclusions { filter: f, rules })
-}
-
-/// IPv4 as mapped IPv6, as the programs see every peer.
-fn as_v6(ip: IpAddr) -> std::net::Ipv6Addr {
-    match ip {
-        IpAddr::V4(a) => a.to_ipv6_mapped(),
-        IpAddr::V6(a) => a,
-    }
 }
 
 /// A network in the programs' form: the 16 bytes in memory order, as two

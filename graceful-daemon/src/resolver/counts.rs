@@ -25,12 +25,8 @@ pub struct Live {
     /// `ignore-peers`) leave out: matched as they opened while the pod
     /// drained, and counted until they close. Absent when zero, so JSON
     /// from before it reads the same.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "crate::is_zero")]
     pub inbound_ignored: u64,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }
 
 impl Live {

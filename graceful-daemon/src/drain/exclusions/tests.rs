@@ -6,7 +6,7 @@ use super::*;
 
 /// What the programs do with a peer: the same match, in user space.
 fn matches(f: &Filter, peer: IpAddr) -> Option<u32> {
-    let v = u128::from(as_v6(peer)).to_be_bytes();
+    let v = u128::from(mapped(peer)).to_be_bytes();
     let a = [
         u64::from_ne_bytes(v[..8].try_into().unwrap()),
         u64::from_ne_bytes(v[8..].try_into().unwrap()),
