@@ -100,12 +100,6 @@ fn busy_ticks() -> anyhow::Result<u64> {
     Ok(v[0] + v[1] + v[2] + v[5] + v[6] + v[7])
 }
 
-fn ticks_to_duration(t: u64) -> Duration {
-    // SAFETY: sysconf has no memory preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    Duration::from_secs_f64(t as f64 / hz)
-}
-
 /// nginx, serving a fixed 200 on 127.0.0.1:`port`, in `cgroup`.
 struct Nginx {
     child: Child,
@@ -221,7 +215,7 @@ fn window(
     };
     Ok(Window {
         requests,
-        busy: ticks_to_duration(busy),
+        busy: super::tcp_load::ticks_to_duration(busy),
         elapsed,
         profile,
     })

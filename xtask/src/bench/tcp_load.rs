@@ -109,6 +109,11 @@ fn others_between(before: &HashMap<u32, u64>, after: &HashMap<u32, u64>) -> Dura
         .iter()
         .map(|(pid, t)| t.saturating_sub(before.get(pid).copied().unwrap_or(0)))
         .sum();
+    ticks_to_duration(ticks)
+}
+
+/// Clock ticks (`/proc` CPU times) as a duration.
+pub(crate) fn ticks_to_duration(ticks: u64) -> Duration {
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
     Duration::from_secs_f64(ticks as f64 / hz)

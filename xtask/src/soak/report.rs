@@ -142,10 +142,8 @@ pub fn cpu_of(pid: u32) -> anyhow::Result<Duration> {
     let (_, rest) = stat.rsplit_once(')').context("no (comm) in /proc/PID/stat")?;
     let f: Vec<&str> = rest.split_whitespace().collect();
     let num = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
     // Fields after "(comm)": state is 0, utime 11, stime 12.
-    Ok(Duration::from_secs_f64((num(11) + num(12)) as f64 / hz))
+    Ok(crate::bench::tcp_load::ticks_to_duration(num(11) + num(12)))
 }
 
 /// The kernel programs' own counters, and the repair passes', from the
