@@ -24,7 +24,7 @@ use graceful_common::{role, stat, tcp, watch, SockOwner};
 
 use crate::{
     counters, filter,
-    maps::{bump, ADOPT, WATCH},
+    maps::{bump, ADOPT},
     sock, sockops, state,
 };
 
@@ -249,20 +249,27 @@ fn reclassify(o: &mut SockOwner, sk: *const c_void) {
     if o.role != role::INBOUND || o.counted == 0 {
         return;
     }
-    let flags = unsafe { WATCH.get(o.cgroup_id) }.copied().unwrap_or(0);
-    if flags & watch::FILTER == 0 {
+    if counters::watched(o.cgroup_id) & watch::FILTER == 0 {
         return;
     }
     let r = filter::rule(o.cgroup_id, sk);
-    match (o.ignored, r) {
+    retally(o.cgroup_id, o, r);
+}
+
+/// Moves a live inbound connection of `owner` to the side rule `r` (0:
+/// none) puts it on, and tallies it under the drain's filter; `mark` is
+/// where the connection keeps its rule.
+#[inline(always)]
+fn retally(owner: u64, mark: &mut SockOwner, r: u8) {
+    match (mark.ignored, r) {
         (0, 0) => {}
-        (0, _) => counters::ignored(o.cgroup_id, true),
-        (_, 0) => counters::ignored(o.cgroup_id, false),
+        (0, _) => counters::ignored(owner, true),
+        (_, 0) => counters::ignored(owner, false),
         _ => {}
     }
     // Left out under an earlier drain's filter: this one's tally too.
-    filter::tally(o.cgroup_id, r, &mut o.ignored_generation);
-    o.ignored = r;
+    filter::tally(owner, r, &mut mark.ignored_generation);
+    mark.ignored = r;
 }
 
 /// [`reclassify`] for a live inbound connection the sock_ops program
@@ -287,12 +294,5 @@ fn reclassify_counted(sk: *mut c_void) {
         }
         return;
     };
-    match (n.ignored, r) {
-        (0, 0) => {}
-        (0, _) => counters::ignored(owner, true),
-        (_, 0) => counters::ignored(owner, false),
-        _ => {}
-    }
-    filter::tally(owner, r, &mut n.ignored_generation);
-    n.ignored = r;
+    retally(owner, n, r);
 }

@@ -128,12 +128,12 @@ pub fn note(sk: *mut c_void) -> Option<&'static mut SockOwner> {
     storage(&NOTES, sk, 0)
 }
 
-/// [`note`] for the typed TCP socket `tp` (the same socket as `sk`), with a
-/// plain load first: nearly every socket carries no storage at all.
+/// [`note`] for a typed TCP socket, with a plain load first: nearly every
+/// socket carries no storage at all.
 #[inline(always)]
-pub fn note_of(tp: *const c_void, sk: *mut c_void) -> Option<&'static mut SockOwner> {
+pub fn note_of(sk: *mut c_void) -> Option<&'static mut SockOwner> {
     let off = global(&SK_STORAGE_OFFSET);
-    if off != 0 && load::<*const c_void>(tp, off).is_null() {
+    if off != 0 && load::<*const c_void>(sk, off).is_null() {
         return None;
     }
     note(sk)

@@ -286,7 +286,7 @@ pub fn open(owner: u64, role_: u8, sk: *mut c_void) {
 /// out: it has a note saying so, which ends here with it.
 #[inline(always)]
 fn left_out(sk: *mut c_void) -> bool {
-    let Some(n) = sock::note_of(sk, sk) else {
+    let Some(n) = sock::note_of(sk) else {
         return false;
     };
     let r = n.ignored;
