@@ -68,21 +68,9 @@ fn listen(st: &mut State, addr: &str, mode: &str) -> Result<String, String> {
     }
     let held = st.held_in.clone();
     let accepted = st.accepted.clone();
-    // echo-close: a few readers drain connections to EOF, so churn does not
-    // cost a thread per connection.
-    let (tx, rx) = std::sync::mpsc::channel::<TcpStream>();
-    let rx = Arc::new(Mutex::new(rx));
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<TcpStream>();
     if mode == "echo-close" {
-        for _ in 0..4 {
-            let rx = rx.clone();
-            std::thread::spawn(move || loop {
-                let next = rx.lock().unwrap().recv();
-                let Ok(mut s) = next else { return };
-                let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
-                let mut buf = [0u8; 256];
-                while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
-            });
-        }
+        std::thread::spawn(move || read_each_to_eof(rx));
     }
     let mode = mode.to_string();
     std::thread::spawn(move || loop {
@@ -106,6 +94,32 @@ fn listen(st: &mut State, addr: &str, mode: &str) -> Result<String, String> {
         }
     });
     Ok(format!("ok {port}"))
+}
+
+/// `echo-close`: reads every connection it is sent to EOF (the client's
+/// FIN), then closes it, each on its own task: churn costs no thread per
+/// connection, no connection waits unread behind another, and one stays
+/// open for as long as its client keeps it, however idle.
+fn read_each_to_eof(mut rx: tokio::sync::mpsc::UnboundedReceiver<TcpStream>) {
+    let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_io().build() else {
+        eprintln!("graceful-peer: cannot start the readers' runtime");
+        return;
+    };
+    rt.block_on(async move {
+        while let Some(s) = rx.recv().await {
+            tokio::spawn(async move {
+                use tokio::io::AsyncReadExt;
+                if s.set_nonblocking(true).is_err() {
+                    return;
+                }
+                let Ok(mut s) = tokio::net::TcpStream::from_std(s) else {
+                    return;
+                };
+                let mut buf = [0u8; 256];
+                while matches!(s.read(&mut buf).await, Ok(n) if n > 0) {}
+            });
+        }
+    });
 }
 
 fn churn(addrs: &str, n: u64, how: &str) -> Result<String, String> {
