@@ -72,9 +72,10 @@ pub struct Args {
     #[arg(long)]
     apt_update: bool,
     /// The watchdog's time limit per guest, in seconds. It is there to stop
-    /// a guest that hangs: a full run takes 12 to 15 minutes under TCG, so
-    /// the limit leaves room for a slower machine.
-    #[arg(long, default_value_t = 1800, value_name = "SECS")]
+    /// a guest that hangs: a full run takes 12 to 15 minutes under TCG, and
+    /// on a slow machine, two guests side by side, 27 to 36; the limit
+    /// leaves room for that.
+    #[arg(long, default_value_t = 2700, value_name = "SECS")]
     timeout: u64,
     /// libtest's `--test-threads` inside the guests (the host run uses libtest's default).
     #[arg(long, default_value_t = 1)]
