@@ -68,10 +68,6 @@ fn listen(st: &mut State, addr: &str, mode: &str) -> Result<String, String> {
     }
     let held = st.held_in.clone();
     let accepted = st.accepted.clone();
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<TcpStream>();
-    if mode == "echo-close" {
-        std::thread::spawn(move || read_each_to_eof(rx));
-    }
     let mode = mode.to_string();
     std::thread::spawn(move || loop {
         let s = match l.accept() {
@@ -87,39 +83,44 @@ fn listen(st: &mut State, addr: &str, mode: &str) -> Result<String, String> {
         count.fetch_add(1, Ordering::SeqCst);
         match mode.as_str() {
             "hold" => held.lock().unwrap().push(s),
-            "close-now" => drop(s),
-            _ => {
-                let _ = tx.send(s);
+            "echo-close" => {
+                readers().spawn(read_to_eof(s));
             }
+            // close-now
+            _ => drop(s),
         }
     });
     Ok(format!("ok {port}"))
 }
 
-/// `echo-close`: reads every connection it is sent to EOF (the client's
-/// FIN), then closes it, each on its own task: churn costs no thread per
-/// connection, no connection waits unread behind another, and one stays
-/// open for as long as its client keeps it, however idle.
-fn read_each_to_eof(mut rx: tokio::sync::mpsc::UnboundedReceiver<TcpStream>) {
-    let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_io().build() else {
-        eprintln!("graceful-peer: cannot start the readers' runtime");
+/// The runtime that reads `echo-close` connections, one task each
+/// ([`read_to_eof`]), started with the first one: churn costs
+/// no thread per connection, no connection waits unread behind another,
+/// and one stays open for as long as its client keeps it, however idle.
+fn readers() -> &'static tokio::runtime::Handle {
+    static READERS: std::sync::OnceLock<tokio::runtime::Handle> = std::sync::OnceLock::new();
+    READERS.get_or_init(|| {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .build()
+            .expect("graceful-peer: the readers' runtime");
+        let handle = rt.handle().clone();
+        std::thread::spawn(move || rt.block_on(std::future::pending::<()>()));
+        handle
+    })
+}
+
+/// `echo-close`: reads `s` to EOF (the client's FIN), then closes it.
+async fn read_to_eof(s: TcpStream) {
+    use tokio::io::AsyncReadExt;
+    if s.set_nonblocking(true).is_err() {
+        return;
+    }
+    let Ok(mut s) = tokio::net::TcpStream::from_std(s) else {
         return;
     };
-    rt.block_on(async move {
-        while let Some(s) = rx.recv().await {
-            tokio::spawn(async move {
-                use tokio::io::AsyncReadExt;
-                if s.set_nonblocking(true).is_err() {
-                    return;
-                }
-                let Ok(mut s) = tokio::net::TcpStream::from_std(s) else {
-                    return;
-                };
-                let mut buf = [0u8; 256];
-                while matches!(s.read(&mut buf).await, Ok(n) if n > 0) {}
-            });
-        }
-    });
+    let mut buf = [0u8; 256];
+    while matches!(s.read(&mut buf).await, Ok(n) if n > 0) {}
 }
 
 fn churn(addrs: &str, n: u64, how: &str) -> Result<String, String> {
