@@ -26,6 +26,8 @@
 //!   nothing), and tallies the answers: HELD counts a drain's 200 (the
 //!   connection kept) and the 408 of a connection the agent held until its
 //!   head timeout. `gate-release` → `ok`: closes the kept ones.
+//!   The answer ends with SPAN_MS, how long the agent took to admit the
+//!   flood (see [`gate_flood`]).
 
 use graceful_test_support::sockets::{linger_zero, raise_nofile};
 use std::{
@@ -93,8 +95,8 @@ fn listen(st: &mut State, addr: &str, mode: &str) -> Result<String, String> {
     Ok(format!("ok {port}"))
 }
 
-/// The runtime that reads `echo-close` connections, one task each
-/// ([`read_to_eof`]), started with the first one: churn costs
+/// The runtime that reads `echo-close` connections ([`read_to_eof`]) and
+/// `gate-flood` answers, one task each, started with the first one: churn costs
 /// no thread per connection, no connection waits unread behind another,
 /// and one stays open for as long as its client keeps it, however idle.
 fn readers() -> &'static tokio::runtime::Handle {
@@ -102,6 +104,7 @@ fn readers() -> &'static tokio::runtime::Handle {
     READERS.get_or_init(|| {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_io()
+            .enable_time()
             .build()
             .expect("graceful-peer: the readers' runtime");
         let handle = rt.handle().clone();
@@ -351,46 +354,91 @@ fn main() {
 }
 
 /// `gate-flood`: see the module's doc. Every connection is opened (and its
-/// request sent) first; then each one's answer is read, waiting as long
-/// as the agent takes (under qemu, seconds): a drain's 200, kept; a 429
-/// or 503, turned away; or, for a connection that sent nothing, the 408
-/// of the agent's head timeout, which it held until then.
+/// request sent) in turn, and each one's answer is read on its own task
+/// as soon as it comes, waiting as long as the agent takes (under qemu,
+/// seconds): a drain's 200, kept; a 429 or 503, turned away; or, for a
+/// connection that sent nothing, the 408 of the agent's head timeout,
+/// which it held until then.
+///
+/// SPAN_MS bounds when the agent can have accepted the last of them, in
+/// ms after the first connect: an answer's arrival for a 200, 429 or 503,
+/// and a 408's arrival less the head timeout (the agent starts its timer
+/// after the accept). Below the head timeout, no held connection had been
+/// let go while any of the flood was still being admitted, so HELD is how
+/// many the agent held at once; past it, a 408 may have freed a place that
+/// a later connection took.
 fn gate_flood(st: &mut State, sock: &str, n: usize, req: &[u8]) -> String {
+    use std::os::unix::net::UnixStream;
+    use tokio::io::AsyncReadExt;
     let _ = raise_nofile(0);
+    let first = std::time::Instant::now();
     let mut failed = 0;
-    let mut open = Vec::new();
+    let mut answers = Vec::new();
     for _ in 0..n {
-        match std::os::unix::net::UnixStream::connect(sock) {
+        let s = match UnixStream::connect(sock) {
             Ok(mut s) => {
                 if !req.is_empty() {
                     let _ = s.write_all(req);
                 }
-                open.push(s);
+                s
             }
-            Err(_) => failed += 1,
-        }
+            Err(_) => {
+                failed += 1;
+                continue;
+            }
+        };
+        answers.push(readers().spawn(async move {
+            let mut buf = [0u8; 4096];
+            let read = async {
+                s.set_nonblocking(true)?;
+                let mut s = tokio::net::UnixStream::from_std(s)?;
+                let n = s.read(&mut buf).await?;
+                Ok::<_, std::io::Error>((n, s))
+            };
+            let text = match tokio::time::timeout(Duration::from_secs(60), read).await {
+                Ok(Ok((n, s))) => (String::from_utf8_lossy(&buf[..n]).into_owned(), s.into_std().ok()),
+                Ok(Err(e)) => (format!("error {e}"), None),
+                Err(_) => ("error no answer in 60 s".to_string(), None),
+            };
+            (text, std::time::Instant::now())
+        }));
     }
+    let head = graceful::http_conn::HEAD_TIMEOUT;
     let (mut held, mut s429, mut s503, mut vanished, mut other) = (0, 0, 0, 0, 0);
-    for mut s in open {
-        let _ = s.set_read_timeout(Some(Duration::from_secs(60)));
-        let mut buf = [0u8; 4096];
-        let text = match s.read(&mut buf) {
-            Ok(n) => String::from_utf8_lossy(&buf[..n]).into_owned(),
-            Err(e) => format!("error {e}"),
+    let mut last_accept = first;
+    for answer in answers {
+        let Ok(((text, s), at)) = readers().block_on(answer) else {
+            other += 1;
+            continue;
         };
         if text.contains("vanished") {
             vanished += 1;
         }
-        match text.split_whitespace().nth(1) {
+        let accepted_by = match text.split_whitespace().nth(1) {
             Some("200") => {
                 held += 1;
-                st.gate.push(s);
+                st.gate.extend(s);
+                at
             }
-            Some("408") => held += 1,
-            Some("429") => s429 += 1,
-            Some("503") => s503 += 1,
-            _ => other += 1,
-        }
+            Some("408") => {
+                held += 1;
+                at.checked_sub(head).unwrap_or(first)
+            }
+            Some("429") => {
+                s429 += 1;
+                at
+            }
+            Some("503") => {
+                s503 += 1;
+                at
+            }
+            _ => {
+                other += 1;
+                at
+            }
+        };
+        last_accept = last_accept.max(accepted_by);
     }
-    format!("ok {held} {s429} {s503} {vanished} {other} {failed}")
+    let span_ms = last_accept.duration_since(first).as_millis();
+    format!("ok {held} {s429} {s503} {vanished} {other} {failed} {span_ms}")
 }

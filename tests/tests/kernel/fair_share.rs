@@ -23,6 +23,8 @@ struct Tally {
     s503: u64,
     vanished: u64,
     other: u64,
+    /// How long the agent took to admit the flood (`gate-flood`'s SPAN_MS).
+    span_ms: u64,
 }
 
 fn flood(peer: &mut Peer, sock: &str, n: usize, request: Option<&str>) -> Tally {
@@ -42,6 +44,7 @@ fn flood(peer: &mut Peer, sock: &str, n: usize, request: Option<&str>) -> Tally 
         s503: w[2],
         vanished: w[3],
         other: w[4],
+        span_ms: w[6],
     }
 }
 
@@ -83,18 +86,35 @@ fn a_pod_flooding_the_gate_gets_its_share_and_others_drain_as_usual() {
     );
     let mut peer = Peer::spawn(flooder.container(0), None);
     let drains = flood(&mut peer, &sock, 1500, Some(&request));
-    let idle = flood(&mut peer, &sock, 1500, None);
-    eprintln!("flood: drains {drains:?}, idle {idle:?}");
-    for t in [&drains, &idle] {
-        assert_eq!(t.vanished, 0, "a live caller was told it had vanished: {t:?}");
-        assert_eq!(t.other, 0, "answers other than 200, 408, 429 or 503: {t:?}");
-        assert_eq!(t.held + t.s429 + t.s503, 1500, "{t:?}");
-    }
     assert_eq!(drains.held, 1, "one drain per container: {drains:?}");
     // The drain phase's 429s closed, their share is free again once the
-    // agent has seen the closes (how many it has by now is the machine's
-    // speed; the end of the test checks the share comes back): the idle
-    // connections fill it, and never more.
+    // agent has seen the closes: the idle connections fill it, and never
+    // more at once. 400 of them, as many as the agent's descriptors. A
+    // held one is let go at the head timeout, and its place may go to a
+    // later one, so the tally counts those held at once only if the agent
+    // admitted the whole flood within one head timeout; on a machine too
+    // slow for that (qemu's TCG on a busy host), the flood is tried again
+    // once the last one's 408 has let its place go.
+    let head_ms = graceful::http_conn::HEAD_TIMEOUT.as_millis() as u64;
+    let mut tries = Vec::new();
+    let idle = loop {
+        let t = flood(&mut peer, &sock, 400, None);
+        if t.span_ms < head_ms {
+            break t;
+        }
+        tries.push(t);
+        assert!(
+            tries.len() < 3,
+            "the agent took longer than its {head_ms} ms head timeout to admit 400 connections, \
+             three times, so no tally can show the share: {tries:?}"
+        );
+    };
+    eprintln!("flood: drains {drains:?}, idle {idle:?} (tries too slow before it: {tries:?})");
+    for (t, n) in [(&drains, 1500), (&idle, 400)] {
+        assert_eq!(t.vanished, 0, "a live caller was told it had vanished: {t:?}");
+        assert_eq!(t.other, 0, "answers other than 200, 408, 429 or 503: {t:?}");
+        assert_eq!(t.held + t.s429 + t.s503, n, "{t:?}");
+    }
     assert!(
         drains.held + idle.held <= 32,
         "the pod's share is 32 connections: {drains:?} {idle:?}"
