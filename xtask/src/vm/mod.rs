@@ -72,9 +72,9 @@ pub struct Args {
     #[arg(long)]
     apt_update: bool,
     /// The watchdog's time limit per guest, in seconds. It is there to stop
-    /// a guest that hangs: a full run takes 12 to 15 minutes under TCG, and
-    /// on a slow machine, two guests side by side, 27 to 36; the limit
-    /// leaves room for that.
+    /// a guest that hangs: with release binaries a full run takes 14 to 19
+    /// minutes under TCG, two guests side by side; with `--debug` ones, on
+    /// a slow machine, 27 to 36. The limit leaves room for both.
     #[arg(long, default_value_t = 2700, value_name = "SECS")]
     timeout: u64,
     /// libtest's `--test-threads` inside the guests (the host run uses libtest's default).
@@ -98,9 +98,13 @@ pub struct Args {
     /// Guest CPUs (qemu `-smp`).
     #[arg(long, default_value_t = 2)]
     smp: u32,
-    /// Build with `--release`.
+    /// Build the guests' binaries without optimisation (cargo's dev
+    /// profile). The default is `--release`: under TCG every instruction
+    /// is emulated, and the debug binaries took 2.2 times as long over the
+    /// same tests (the agent's start, its BTF parse and the tests' own
+    /// work are CPU-bound there); the eBPF programs are the same either way.
     #[arg(long)]
-    release: bool,
+    debug: bool,
     /// Passed to the test binary, e.g. a test name filter: `cargo xtask vm-test -- churn`.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     test_args: Vec<String>,
@@ -236,7 +240,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         kernels.push(k);
     }
 
-    let bins = binaries::build(args.release)?;
+    let bins = binaries::build(!args.debug)?;
     let userland = initramfs::userland(&bins)?;
     let mut rows = Vec::new();
 
@@ -394,10 +398,11 @@ fn summary(rows: &[Row], args: &Args, total: Duration) -> String {
         s.push_str(&line(c.iter().map(String::as_str).collect()));
     }
     s.push_str(&format!(
-        "guests: qemu -accel {} -smp {} -m {}, --test-threads={}, GRACEFUL_CHURN_SCALE={}; total {}\n",
+        "guests: qemu -accel {} -smp {} -m {}, {} binaries, --test-threads={}, GRACEFUL_CHURN_SCALE={}; total {}\n",
         args.accel,
         args.smp,
         args.memory,
+        if args.debug { "debug" } else { "release" },
         args.test_threads,
         args.churn_scale,
         minutes(total.as_secs_f64())
