@@ -368,77 +368,79 @@ fn main() {
 /// many the agent held at once; past it, a 408 may have freed a place that
 /// a later connection took.
 fn gate_flood(st: &mut State, sock: &str, n: usize, req: &[u8]) -> String {
-    use std::os::unix::net::UnixStream;
-    use tokio::io::AsyncReadExt;
     let _ = raise_nofile(0);
     let first = std::time::Instant::now();
     let mut failed = 0;
     let mut answers = Vec::new();
     for _ in 0..n {
-        let s = match UnixStream::connect(sock) {
+        match std::os::unix::net::UnixStream::connect(sock) {
             Ok(mut s) => {
                 if !req.is_empty() {
                     let _ = s.write_all(req);
                 }
-                s
+                answers.push(readers().spawn(answer(s)));
             }
-            Err(_) => {
-                failed += 1;
-                continue;
-            }
-        };
-        answers.push(readers().spawn(async move {
-            let mut buf = [0u8; 4096];
-            let read = async {
-                s.set_nonblocking(true)?;
-                let mut s = tokio::net::UnixStream::from_std(s)?;
-                let n = s.read(&mut buf).await?;
-                Ok::<_, std::io::Error>((n, s))
-            };
-            let text = match tokio::time::timeout(Duration::from_secs(60), read).await {
-                Ok(Ok((n, s))) => (String::from_utf8_lossy(&buf[..n]).into_owned(), s.into_std().ok()),
-                Ok(Err(e)) => (format!("error {e}"), None),
-                Err(_) => ("error no answer in 60 s".to_string(), None),
-            };
-            (text, std::time::Instant::now())
-        }));
+            Err(_) => failed += 1,
+        }
     }
     let head = graceful::http_conn::HEAD_TIMEOUT;
     let (mut held, mut s429, mut s503, mut vanished, mut other) = (0, 0, 0, 0, 0);
     let mut last_accept = first;
-    for answer in answers {
-        let Ok(((text, s), at)) = readers().block_on(answer) else {
+    for a in answers {
+        let Ok(a) = readers().block_on(a) else {
             other += 1;
             continue;
         };
-        if text.contains("vanished") {
+        if a.text.contains("vanished") {
             vanished += 1;
         }
-        let accepted_by = match text.split_whitespace().nth(1) {
-            Some("200") => {
-                held += 1;
-                st.gate.extend(s);
-                at
-            }
-            Some("408") => {
-                held += 1;
-                at.checked_sub(head).unwrap_or(first)
-            }
-            Some("429") => {
-                s429 += 1;
-                at
-            }
-            Some("503") => {
-                s503 += 1;
-                at
-            }
-            _ => {
-                other += 1;
-                at
-            }
+        let status = a.text.split_whitespace().nth(1);
+        match status {
+            Some("200" | "408") => held += 1,
+            Some("429") => s429 += 1,
+            Some("503") => s503 += 1,
+            _ => other += 1,
+        }
+        if status == Some("200") {
+            st.gate.extend(a.conn);
+        }
+        // A 408 comes a head timeout after the accept; the rest at once.
+        let accepted_by = match status {
+            Some("408") => a.at.checked_sub(head).unwrap_or(first),
+            _ => a.at,
         };
         last_accept = last_accept.max(accepted_by);
     }
     let span_ms = last_accept.duration_since(first).as_millis();
     format!("ok {held} {s429} {s503} {vanished} {other} {failed} {span_ms}")
+}
+
+/// One `gate-flood` connection's answer: its text (or what went wrong),
+/// when it came, and the connection, which a drain's 200 keeps.
+struct Answer {
+    text: String,
+    at: std::time::Instant,
+    conn: Option<std::os::unix::net::UnixStream>,
+}
+
+/// Reads `s`'s answer as soon as it comes, waiting up to 60 s.
+async fn answer(s: std::os::unix::net::UnixStream) -> Answer {
+    use tokio::io::AsyncReadExt;
+    let mut buf = [0u8; 4096];
+    let read = async {
+        s.set_nonblocking(true)?;
+        let mut s = tokio::net::UnixStream::from_std(s)?;
+        let n = s.read(&mut buf).await?;
+        Ok::<_, std::io::Error>((n, s))
+    };
+    let (text, conn) = match tokio::time::timeout(Duration::from_secs(60), read).await {
+        Ok(Ok((n, s))) => (String::from_utf8_lossy(&buf[..n]).into_owned(), s.into_std().ok()),
+        Ok(Err(e)) => (format!("error {e}"), None),
+        Err(_) => ("error no answer in 60 s".to_string(), None),
+    };
+    Answer {
+        text,
+        at: std::time::Instant::now(),
+        conn,
+    }
 }
