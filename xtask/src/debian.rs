@@ -1,8 +1,8 @@
 //! Debian's archive through a private apt: its own sources list, lists and
 //! cache under one directory of ours, so packages and sources of other
 //! suites (bookworm's `deb-src`, bookworm-backports) can be fetched without
-//! touching the machine's apt configuration. Nothing is installed: packages
-//! are downloaded and unpacked with `dpkg-deb -x`.
+//! touching the machine's apt configuration. The kernel matrix downloads
+//! its kernel packages through it; nothing is installed.
 
 use std::{
     fs,
@@ -12,7 +12,7 @@ use std::{
 
 use anyhow::{bail, Context as _};
 
-use crate::util::{self, output};
+use crate::util::output;
 
 /// The archive this machine reaches (its own sources list names it too).
 pub const ARCHIVE: &str = "http://deb.debian.org/debian";
@@ -73,52 +73,6 @@ impl PrivateApt {
         cmd.args(["-q"]).env("DEBIAN_FRONTEND", "noninteractive");
         cmd
     }
-
-    /// The candidate version of `package` in our sources.
-    pub fn version(&self, package: &str) -> anyhow::Result<String> {
-        let text = output(self.cmd("apt-cache").args(["policy", package]))?;
-        text.lines()
-            .find_map(|l| l.trim().strip_prefix("Candidate:"))
-            .map(|v| v.trim().to_string())
-            .filter(|v| v != "(none)")
-            .with_context(|| format!("no {package} in {}", self.dir.join("etc/sources.list").display()))
-    }
-
-    /// Downloads `package`'s .deb at `version` into `into`, and returns its path.
-    pub fn download(&self, package: &str, version: &str, into: &Path) -> anyhow::Result<PathBuf> {
-        fs::create_dir_all(into)?;
-        let mut cmd = self.cmd("apt-get");
-        cmd.current_dir(into)
-            .args(["download", &format!("{package}={version}")]);
-        output(&mut cmd)?;
-        find(into, |n| {
-            n.starts_with(&format!("{package}_")) && n.ends_with(".deb")
-        })
-        .with_context(|| format!("apt-get download {package} left no .deb in {}", into.display()))
-    }
-
-    /// Downloads the source package `name` (its .dsc and tarballs) into `into`.
-    pub fn source(&self, name: &str, into: &Path) -> anyhow::Result<()> {
-        fs::create_dir_all(into)?;
-        let mut cmd = self.cmd("apt-get");
-        cmd.current_dir(into).args(["source", "--download-only", name]);
-        output(&mut cmd).map(drop)
-    }
-}
-
-/// The first file in `dir` whose name satisfies `pred`.
-pub fn find(dir: &Path, pred: impl Fn(&str) -> bool) -> Option<PathBuf> {
-    fs::read_dir(dir)
-        .ok()?
-        .flatten()
-        .find(|e| pred(&e.file_name().to_string_lossy()))
-        .map(|e| e.path())
-}
-
-/// Unpacks a .deb into `dir` (`dpkg-deb -x`): nothing is installed.
-pub fn unpack(deb: &Path, dir: &Path) -> anyhow::Result<()> {
-    fs::create_dir_all(dir)?;
-    util::run(Command::new("dpkg-deb").arg("-x").arg(deb).arg(dir))
 }
 
 /// The installed version of `package` on this machine (`dpkg-query`).

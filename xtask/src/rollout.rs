@@ -55,7 +55,7 @@ pub fn run(args: &[String]) -> anyhow::Result<i32> {
     let mut cmd = Command::new(agent.with_file_name("graceful-rollout"));
     cmd.args(args).env("GRACEFUL_BIN", &agent);
     if let Some(s) = &session {
-        cmd.env("GRACEFUL_KUBECONFIG", &s.kubeconfig);
+        s.point(&mut cmd);
     }
     // Ctrl-C reaches the simulation too; it cleans up and exits, and we
     // wait for it rather than die first.

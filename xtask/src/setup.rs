@@ -38,9 +38,8 @@ const APT: &[&[&str]] = &[
     &["xz-utils"],                     // unpacks the compressed modules of Debian 6.12 kernels (vm-test)
     &["musl-tools"],                   // musl-gcc: ring (rustls) compiles C for the static builds
     &["kubernetes-client", "kubectl"], // kubectl kustomize, offline, for the manifest tests
-    // The test node of `cargo xtask cluster` (its Kubernetes is built from source):
-    &["etcd-server"],                 // the API server's store
-    &["containerd"],                  // the CRI runtime, with ctr to import images
+    // The test node of `cargo xtask cluster` (Kubernetes, containerd 2 and
+    // etcd are built from their Go modules: cluster/build.rs):
     &["runc"],                        // containerd's OCI runtime
     &["containernetworking-plugins"], // bridge, host-local, portmap, loopback
     &["iptables"],                    // kube-proxy's iptables mode, the CNI's masquerade
@@ -68,7 +67,27 @@ pub fn run() -> anyhow::Result<()> {
     bpf_linker()?;
     cargo_fuzz()?;
     apt_packages()?;
+    go_toolchain()?;
     Ok(())
+}
+
+/// Go, which builds the test node's programs from their modules. This kind
+/// of machine ships it; nothing can fetch another toolchain.
+fn go_toolchain() -> anyhow::Result<()> {
+    let out = Command::new("go")
+        .arg("version")
+        .env("GOTOOLCHAIN", "local")
+        .output();
+    match out {
+        Ok(o) if o.status.success() => {
+            let v = String::from_utf8_lossy(&o.stdout);
+            line("ok", "go", v.trim().trim_start_matches("go version "));
+            Ok(())
+        }
+        _ => bail!(
+            "no Go toolchain on PATH: the test node's Kubernetes, containerd and etcd are built with it (put Go 1.24 or newer on PATH)"
+        ),
+    }
 }
 
 /// cargo-fuzz, into the same tools directory as bpf-linker.

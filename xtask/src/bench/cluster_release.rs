@@ -47,8 +47,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .args(["--rounds", &args.rounds.to_string()])
         .args(["--batch", &args.batch.to_string()])
         .args(["--sleep", &args.sleep.to_string()])
-        .args(["--spacing-ms", &args.spacing_ms.to_string()])
-        .env("GRACEFUL_KUBECONFIG", &session.kubeconfig);
+        .args(["--spacing-ms", &args.spacing_ms.to_string()]);
+    session.point(&mut cmd);
     println!("==> {}", util::display(&cmd));
     let result = util::run(&mut cmd);
     session.end()?;

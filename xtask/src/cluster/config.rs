@@ -17,38 +17,51 @@ pub fn kube_proxy(paths: &Paths) -> PathBuf {
     paths.etc().join("kube-proxy.yaml")
 }
 
-pub fn write(paths: &Paths, _kube: &Kube) -> anyhow::Result<()> {
+pub fn write(paths: &Paths, kube: &Kube) -> anyhow::Result<()> {
     let w = super::write_if_changed;
     w(
         &containerd(paths),
         &format!(
-            r#"# containerd for the graceful test node (`cargo xtask cluster`).
-version = 2
+            r#"# containerd 2 for the graceful test node (`cargo xtask cluster`), in the
+# config version that 2.4 speaks (an older version is migrated at every start,
+# with a warning).
+version = 4
 root = "{root}"
 state = "{run}/containerd"
-[grpc]
+# Version 4 keeps the servers' addresses in their plugins' tables; the
+# defaults under /run/containerd would serve the host's containerd's socket.
+[plugins."io.containerd.server.v1.grpc"]
   address = "{sock}"
+[plugins."io.containerd.server.v1.ttrpc"]
+  address = "{sock}.ttrpc"
 # Its default, /opt/containerd, would outlive the node: `down` removes the root.
 [plugins."io.containerd.internal.v1.opt"]
   path = "{root}/opt"
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "{pause}"
+# NRI's socket defaults to /run/nri/nri.sock, outside the node's run
+# directory: `down` would find it left behind. The node runs no NRI plugin.
+[plugins."io.containerd.nri.v1.nri"]
+  disable = true
+  socket_path = "{run}/nri/nri.sock"
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = "{pause}"
+[plugins."io.containerd.cri.v1.runtime"]
   # Root here lacks CAP_SYS_RESOURCE: without this, runc fails to raise
   # /proc/self/oom_score_adj and no pod sandbox starts.
   restrict_oom_score_adj = true
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.runtime".containerd]
     default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = ["/usr/lib/cni"]
     conf_dir = "{cni}"
 "#,
             root = paths.containerd_root().display(),
             run = paths.run().display(),
             sock = paths.containerd_sock().display(),
-            pause = images::PAUSE,
+            pause = images::pause_ref(kube),
             cni = cni_dir(paths).display(),
         ),
     )?;
@@ -86,8 +99,13 @@ state = "{run}/containerd"
         &format!(
             r#"apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-# v1.20 accepts this hybrid cgroup host with the cgroupfs driver.
+# No systemd here: the cgroupfs driver. The kubelet refuses cgroup v1 since
+# 1.35, and this hybrid host (v1 controllers, the v2 tree at
+# /sys/fs/cgroup/unified) counts as v1; the pods' cgroups keep the layout
+# that graceful reads.
 cgroupDriver: cgroupfs
+failCgroupV1: false
+containerRuntimeEndpoint: unix://{sock}
 address: {NODE_IP}
 authentication:
   anonymous: {{enabled: false}}
@@ -104,7 +122,8 @@ evictionHard: {{memory.available: "100Mi", nodefs.available: "1%", imagefs.avail
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 "#,
-            pki = pki.display()
+            pki = pki.display(),
+            sock = paths.containerd_sock().display(),
         ),
     )?;
     w(

@@ -89,7 +89,7 @@ fn spec(paths: &Paths, kube: &Kube, name: &'static str) -> anyhow::Result<Spec> 
     let s = |v: &str| OsString::from(v);
     let (program, argv, in_node) = match name {
         "etcd" => (
-            PathBuf::from("etcd"),
+            kube.bin("etcd"),
             vec![
                 s("--name=graceful"),
                 flag("data-dir", paths.etcd_data().into_os_string()),
@@ -120,7 +120,6 @@ fn spec(paths: &Paths, kube: &Kube, name: &'static str) -> anyhow::Result<Spec> 
                 s("--etcd-servers=http://127.0.0.1:2379"),
                 s("--bind-address=0.0.0.0"),
                 s(&format!("--secure-port={API_PORT}")),
-                s("--insecure-port=0"),
                 s(&format!("--advertise-address={NODE_IP}")),
                 flag("tls-cert-file", p("apiserver.crt")),
                 flag("tls-private-key-file", p("apiserver.key")),
@@ -131,7 +130,10 @@ fn spec(paths: &Paths, kube: &Kube, name: &'static str) -> anyhow::Result<Spec> 
                 s(&format!("--service-cluster-ip-range={SERVICE_CIDR}")),
                 // RBAC on, so deploy/base's ClusterRole is what the agent gets.
                 s("--authorization-mode=Node,RBAC"),
-                s("--enable-admission-plugins=NodeRestriction,ServiceAccount"),
+                // PodSecurity is on by default since 1.25; named here so that
+                // the node's admission is plain to see: namespaces labelled
+                // `pod-security.kubernetes.io/enforce` are enforced for real.
+                s("--enable-admission-plugins=NodeRestriction,ServiceAccount,PodSecurity"),
                 flag("kubelet-client-certificate", p("apiserver-kubelet-client.crt")),
                 flag("kubelet-client-key", p("apiserver-kubelet-client.key")),
                 // The node's name resolves nowhere: reach the kubelet at its IP.
@@ -153,7 +155,6 @@ fn spec(paths: &Paths, kube: &Kube, name: &'static str) -> anyhow::Result<Spec> 
                 flag("cluster-signing-cert-file", p("ca.crt")),
                 flag("cluster-signing-key-file", p("ca.key")),
                 s("--bind-address=127.0.0.1"),
-                s("--port=0"),
             ],
             true,
         ),
@@ -165,12 +166,11 @@ fn spec(paths: &Paths, kube: &Kube, name: &'static str) -> anyhow::Result<Spec> 
                 flag("authorization-kubeconfig", kc("scheduler")),
                 s("--leader-elect=false"),
                 s("--bind-address=127.0.0.1"),
-                s("--port=0"),
             ],
             true,
         ),
         "containerd" => (
-            PathBuf::from("containerd"),
+            kube.bin("containerd"),
             vec![flag("config", config::containerd(paths).into_os_string())],
             true,
         ),
@@ -179,11 +179,6 @@ fn spec(paths: &Paths, kube: &Kube, name: &'static str) -> anyhow::Result<Spec> 
             vec![
                 flag("config", config::kubelet(paths).into_os_string()),
                 flag("kubeconfig", kc("kubelet")),
-                s("--container-runtime=remote"),
-                flag(
-                    "container-runtime-endpoint",
-                    format!("unix://{}", paths.containerd_sock().display()).into(),
-                ),
                 s(&format!("--node-ip={NODE_IP}")),
                 s(&format!("--hostname-override={NODE_NAME}")),
             ],
@@ -208,7 +203,7 @@ fn spec(paths: &Paths, kube: &Kube, name: &'static str) -> anyhow::Result<Spec> 
 }
 
 /// Starts `spec` detached, and returns its child handle (for an early exit).
-fn spawn(paths: &Paths, spec: &Spec) -> anyhow::Result<Child> {
+fn spawn(paths: &Paths, kube: &Kube, spec: &Spec) -> anyhow::Result<Child> {
     fs::create_dir_all(paths.logs())?;
     fs::create_dir_all(paths.run())?;
     let log_path = paths.logs().join(format!("{}.log", spec.name));
@@ -224,11 +219,7 @@ fn spawn(paths: &Paths, spec: &Spec) -> anyhow::Result<Child> {
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log)
-        // kubelet and kube-proxy run iptables, mount and friends from /usr/sbin.
-        .env(
-            "PATH",
-            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-        );
+        .env("PATH", kube.path_env());
     graceful_test_support::cgroup::start_in(&mut cmd, &cg)?;
     let ns = if spec.in_node {
         Some(File::open(node::netns_path()).with_context(|| format!("cannot open {}", node::netns_path()))?)
@@ -301,7 +292,7 @@ pub fn start_all(paths: &Paths, kube: &Kube, bins: &images::Binaries) -> anyhow:
             continue;
         }
         let spec = spec(paths, kube, name)?;
-        let mut child = spawn(paths, &spec)?;
+        let mut child = spawn(paths, kube, &spec)?;
         let limit = Duration::from_secs(90);
         match name {
             "etcd" => await_ready(paths, name, &mut child, limit, "etcd was not healthy", || {
@@ -326,7 +317,7 @@ pub fn start_all(paths: &Paths, kube: &Kube, bins: &images::Binaries) -> anyhow:
                 "containerd did not answer",
                 || {
                     util::output(
-                        Command::new("ctr")
+                        Command::new(kube.bin("ctr"))
                             .arg("--address")
                             .arg(paths.containerd_sock())
                             .arg("version"),

@@ -1,5 +1,6 @@
 //! graceful's DaemonSet on the node: `deploy/base`, through the overlay in
-//! `tests/overlays/agent` (which only drops what a v1.20 API server rejects).
+//! `tests/overlays/agent` (which only shows the agent the node's network
+//! namespace: the harness runs the node in one of its own).
 
 use std::time::Duration;
 

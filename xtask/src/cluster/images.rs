@@ -27,14 +27,13 @@ use anyhow::Context as _;
 
 use super::{
     archive::{self, Image},
-    build::{Kube, PAUSE_VERSION},
+    build::Kube,
     rootfs::Rootfs,
     Paths,
 };
 use crate::{debian, util};
 
 pub const AGENT: &str = concat!("docker.io/graceful/agent:", env!("CARGO_PKG_VERSION"));
-pub const PAUSE: &str = "localhost/pause:3.4";
 pub const BUSYBOX: &str = "localhost/busybox:bookworm";
 pub const NGINX: &str = "localhost/debian-nginx:bookworm";
 pub const HAPROXY: &str = "localhost/debian-haproxy:bookworm";
@@ -134,20 +133,25 @@ fn agent(bins: &Binaries) -> anyhow::Result<(Image<'static>, Rootfs)> {
     ))
 }
 
-fn pause(kube: &Kube) -> anyhow::Result<(Image<'static>, Rootfs)> {
+/// The pause image's name: `localhost/pause:<the tree's pause tag>`.
+pub fn pause_ref(kube: &Kube) -> String {
+    format!("localhost/pause:{}", kube.pause_version)
+}
+
+fn pause<'a>(kube: &Kube, name: &'a str) -> anyhow::Result<(Image<'a>, Rootfs)> {
     let mut r = Rootfs::new();
     r.copy(&kube.bin("pause"), "/pause", 0o755)?;
     Ok((
         Image {
-            name: PAUSE,
+            name,
             entrypoint: strs(&["/pause"]),
             cmd: vec![],
             stop_signal: None,
             labels: labels(&[(
                 "graceful.dev/built-from",
                 format!(
-                    "kubernetes {} build/pause/linux/pause.c (pause {PAUSE_VERSION})",
-                    kube.source
+                    "kubernetes v{} build/pause/linux/pause.c (pause {})",
+                    kube.version, kube.pause_version
                 ),
             )]),
         },
@@ -287,9 +291,10 @@ fn stand_in(
 /// Every image, written to `target/cluster/images` and imported unless
 /// containerd holds it already. Returns the id of the agent's image.
 pub fn import(paths: &Paths, bins: &Binaries, kube: &Kube) -> anyhow::Result<String> {
+    let pause_name = pause_ref(kube);
     let images = [
         agent(bins)?,
-        pause(kube)?,
+        pause(kube, &pause_name)?,
         busybox()?,
         nginx()?,
         haproxy()?,
@@ -353,7 +358,8 @@ pub fn import(paths: &Paths, bins: &Binaries, kube: &Kube) -> anyhow::Result<Str
 
 /// containerd's client in the namespace the kubelet's runtime uses.
 pub fn ctr(paths: &Paths) -> Command {
-    let mut c = Command::new("ctr");
+    // containerd 2's own ctr, built with it (setup's Debian one is 1.6).
+    let mut c = Command::new(super::build::containerd_bin("ctr").unwrap_or_else(|_| "ctr".into()));
     c.arg("--address")
         .arg(paths.containerd_sock())
         .args(["--namespace", "k8s.io"]);

@@ -1,7 +1,9 @@
 //! `cargo xtask cluster up | down | status`: a real Kubernetes node on this
-//! machine, built only from Debian's archive.
+//! machine: Kubernetes 1.33 to 1.37 (1.37 by default) on containerd 2, built
+//! here from their published Go modules.
 //!
-//! - [`build`]: Kubernetes v1.20.2 from bookworm's source package, cached.
+//! - [`build`]: the node's programs, by version, cached; [`gomod`] builds
+//!   each from its module.
 //! - [`node`]: the node's network namespace, where every cluster process
 //!   runs, so kube-proxy's iptables rules, the CNI bridge and the pods'
 //!   veths live there and go away with it; the host's network is untouched.
@@ -23,6 +25,7 @@ mod deploy;
 mod down;
 mod footprint;
 pub mod forward;
+mod gomod;
 mod images;
 mod kubectl;
 mod node;
@@ -31,6 +34,7 @@ mod rootfs;
 mod status;
 
 use std::{
+    fs,
     path::{Path, PathBuf},
     time::{Duration, Instant},
 };
@@ -72,7 +76,19 @@ pub struct Args {
 enum Cmd {
     /// Build (once) and start the node, import the images, deploy graceful's DaemonSet from
     /// deploy/base; returns once the node is Ready and the agent is ready. Idempotent.
-    Up,
+    Up {
+        /// The Kubernetes release: a minor (1.33 to 1.37, each at the patch release tested
+        /// here) or that exact patch release. Default: $GRACEFUL_KUBE_VERSION, else 1.37.
+        #[arg(long)]
+        version: Option<String>,
+    },
+    /// Build (once) the node's programs only: Kubernetes, containerd 2, crictl and etcd from
+    /// their Go modules, cached in the tools directory by version.
+    Build {
+        /// As for `up`.
+        #[arg(long)]
+        version: Option<String>,
+    },
     /// Stop and remove everything the cluster made: processes, mounts, cgroups, network
     /// namespaces (with their iptables rules and bridge), pins and directories.
     Down,
@@ -129,18 +145,37 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     util::require_root("cargo xtask cluster")?;
     let paths = Paths::new();
     match args.cmd {
-        Cmd::Up => up(&paths).map(|_| 0),
+        Cmd::Up { version } => up(&paths, &version.unwrap_or_else(default_version)).map(|_| 0),
+        Cmd::Build { version } => build::ensure(&version.unwrap_or_else(default_version)).map(|_| 0),
         Cmd::Down => down::run(&paths).map(|_| 0),
         Cmd::Status => status::run(&paths),
     }
 }
 
-/// Brings the node up (each step skips what already runs) and returns the
-/// kubeconfig's path.
-pub fn up(paths: &Paths) -> anyhow::Result<PathBuf> {
+/// The release a node is built at unless a command names one:
+/// `$GRACEFUL_KUBE_VERSION`, else [`build::DEFAULT`].
+pub fn default_version() -> String {
+    std::env::var("GRACEFUL_KUBE_VERSION")
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| build::DEFAULT.to_string())
+}
+
+/// Brings the node up at Kubernetes `version` (each step skips what already
+/// runs) and returns its programs.
+pub fn up(paths: &Paths, version: &str) -> anyhow::Result<build::Kube> {
     let t0 = Instant::now();
     crate::setup::run()?;
-    let kube = build::ensure()?;
+    let kube = build::ensure(version)?;
+    if is_up(paths) {
+        let running = fs::read_to_string(paths.root.join("version")).unwrap_or_default();
+        anyhow::ensure!(
+            running.trim() == kube.version,
+            "the node runs Kubernetes {} already, not {}: `cargo xtask cluster down` first",
+            running.trim(),
+            kube.version
+        );
+    }
     let bins = images::Binaries::build()?;
 
     let result = (|| {
@@ -148,6 +183,7 @@ pub fn up(paths: &Paths) -> anyhow::Result<PathBuf> {
         node::ensure(paths)?;
         pki::ensure(paths)?;
         config::write(paths, &kube)?;
+        fs::write(paths.root.join("version"), format!("{}\n", kube.version))?;
         daemons::start_all(paths, &kube, &bins)?;
         Ok::<_, anyhow::Error>(())
     })();
@@ -158,11 +194,13 @@ pub fn up(paths: &Paths) -> anyhow::Result<PathBuf> {
         )));
     }
     println!(
-        "==> the node is Ready and graceful's DaemonSet is ready ({:.0} s)\n    export KUBECONFIG={}",
+        "==> the node (Kubernetes v{}) is Ready and graceful's DaemonSet is ready ({:.0} s)\n    export KUBECONFIG={}\n    export PATH={}",
+        kube.version,
         t0.elapsed().as_secs_f64(),
-        paths.kubeconfig().display()
+        paths.kubeconfig().display(),
+        kube.path_env(),
     );
-    Ok(paths.kubeconfig())
+    Ok(kube)
 }
 
 /// Whether every node process runs (the node may still be starting).
@@ -178,6 +216,8 @@ pub fn is_up(paths: &Paths) -> bool {
 pub struct Session {
     pub paths: Paths,
     pub kubeconfig: PathBuf,
+    /// The node's programs: `kube.path_env()` puts its kubectl first.
+    pub kube: build::Kube,
     started: bool,
 }
 
@@ -185,12 +225,20 @@ impl Session {
     pub fn begin() -> anyhow::Result<Session> {
         let paths = Paths::new();
         let started = !is_up(&paths);
-        let kubeconfig = up(&paths)?;
+        let kube = up(&paths, &default_version())?;
         Ok(Session {
+            kubeconfig: paths.kubeconfig(),
             paths,
-            kubeconfig,
+            kube,
             started,
         })
+    }
+
+    /// Points `cmd` at the node: its kubeconfig (`GRACEFUL_KUBECONFIG`) and
+    /// its programs first on PATH (the tests' kubectl is the node's).
+    pub fn point(&self, cmd: &mut std::process::Command) {
+        cmd.env("GRACEFUL_KUBECONFIG", &self.kubeconfig)
+            .env("PATH", self.kube.path_env());
     }
 
     /// Takes the node down if this session brought it up.

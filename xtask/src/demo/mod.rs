@@ -89,7 +89,7 @@ fn on_cluster(keep: bool) -> anyhow::Result<()> {
     util::run(&mut cmd)?;
     section("a rolling update on a real node");
     let mut cmd = std::process::Command::new(util::target_dir().join("debug/graceful-cluster-demo"));
-    cmd.env("GRACEFUL_KUBECONFIG", &session.kubeconfig);
+    session.point(&mut cmd);
     let result = util::run(&mut cmd);
     if keep {
         println!(
