@@ -45,10 +45,14 @@ pub fn run(paths: &Paths) -> anyhow::Result<()> {
     let before = Footprint::load(paths);
     let mut left = Vec::new();
 
+    // Every process this stops, to see each one gone before saying so.
+    let mut stopped = Vec::new();
     if let Some(pid) = daemons::running(paths, "kubelet") {
         terminate(&[pid], Duration::from_secs(5));
+        stopped.push(pid);
     }
     let containers = kubepods_pids();
+    stopped.extend(&containers);
     if !containers.is_empty() {
         println!(
             "{:<10} {:<34} {}",
@@ -72,6 +76,14 @@ pub fn run(paths: &Paths) -> anyhow::Result<()> {
         println!("{:<10} {:<34} {}", "stopped", "node processes", pids.len());
     }
     kill_until_empty(daemons::cgroup_pids);
+    stopped.extend(&pids);
+    // SIGKILL is sent, not done: a 2 GB API server takes a moment to go.
+    for pid in wait_gone(&stopped, Duration::from_secs(30)) {
+        left.push(format!(
+            "process {pid} ({}): still alive after SIGKILL",
+            comm(pid)
+        ));
+    }
 
     if Path::new(AGENT_PINS).exists() {
         remove_pins(Path::new(AGENT_PINS), &mut left);
@@ -181,6 +193,25 @@ fn terminate(pids: &[u32], grace: Duration) {
         // SAFETY: as above.
         unsafe { libc::kill(p as i32, libc::SIGKILL) };
     }
+}
+
+/// Waits until none of `pids` lives (a zombie is gone already: only its
+/// parent's wait is missing); returns those that still live after `limit`.
+fn wait_gone(pids: &[u32], limit: Duration) -> Vec<u32> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let live: Vec<u32> = pids.iter().copied().filter(|&p| alive(p)).collect();
+        if live.is_empty() || Instant::now() >= deadline {
+            return live;
+        }
+        sleep(Duration::from_millis(50));
+    }
+}
+
+fn comm(pid: u32) -> String {
+    fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map(|c| c.trim().to_string())
+        .unwrap_or_else(|_| "?".into())
 }
 
 fn alive(pid: u32) -> bool {

@@ -12,6 +12,10 @@ use crate::mounts;
 
 /// Directories whose entries a node's processes may add to.
 const WATCHED: &[&str] = &["/run", "/var/lib", "/var/log", "/etc", "/opt", "/sys/fs/bpf"];
+/// Entries that `ip netns` makes on first use, on any machine that ever ran
+/// it: the machine's ordinary state, not traces of the cluster. (A mount at
+/// /run/netns that `ip netns add` made is still compared, as a mount.)
+const ORDINARY: &[&str] = &["/run/netns", "/run/mount"];
 /// The cluster's programs, as their process names show.
 const PROGRAMS: &[&str] = &[
     "etcd",
@@ -128,7 +132,13 @@ impl Footprint {
         diff("interface", &self.links, &now.links);
         diff("iptables rule", &self.iptables, &now.iptables);
         diff("process", &self.processes, &now.processes);
-        diff("path", &self.entries, &now.entries);
+        let entries: BTreeSet<String> = now
+            .entries
+            .iter()
+            .filter(|e| !ORDINARY.contains(&e.as_str()))
+            .cloned()
+            .collect();
+        diff("path", &self.entries, &entries);
         out
     }
 
