@@ -74,7 +74,7 @@ pub fn run(cluster: &Cluster) -> anyhow::Result<()> {
     );
     ns.apply_kustomization(&rollout::overlay(Mode::Graceful));
     let old = Pod::wait_ready(&ns, "app.kubernetes.io/name=web", 3, 120);
-    let ip = ns.kubectl(&["get", "service", "web", "-o", "jsonpath={.spec.clusterIP}"]);
+    let ip = ns.wait_service("web", 3);
     let service: SocketAddr = format!("{ip}:80").parse()?;
     let hook = ns.kubectl(&[
         "get",
@@ -96,6 +96,7 @@ pub fn run(cluster: &Cluster) -> anyhow::Result<()> {
     let traffic = cluster.on_node_load(service, 50, 16)?;
     let events = agent_events(cluster)?;
     std::thread::sleep(Duration::from_secs(1));
+    traffic.count_from_now();
 
     println!("==> 3/4  kubectl rollout restart deployment/web");
     let clock = Clock(Instant::now());
@@ -173,6 +174,12 @@ pub fn run(cluster: &Cluster) -> anyhow::Result<()> {
         released == old.len(),
         "only {released} of {} drains were released",
         old.len()
+    );
+    anyhow::ensure!(
+        outcome.failed == 0 && outcome.warmup_failures.is_empty(),
+        "requests failed: {:?} during the rollout, {:?} in the second before it",
+        outcome.failures,
+        outcome.warmup_failures
     );
     Ok(())
 }

@@ -12,6 +12,7 @@ pub mod demo;
 pub mod pod;
 pub mod release;
 pub mod rollout;
+pub mod service;
 
 use std::{
     path::PathBuf,
@@ -71,6 +72,17 @@ impl Cluster {
             "the test node is not Ready ({ready:?}): `cargo xtask cluster status` says why"
         );
         c
+    }
+
+    /// The kubelet's log (`cargo xtask cluster` keeps it beside the
+    /// kubeconfig, in `logs/`).
+    pub fn kubelet_log(&self) -> String {
+        let log = self
+            .kubeconfig
+            .parent()
+            .unwrap_or(std::path::Path::new("."))
+            .join("logs/kubelet.log");
+        std::fs::read_to_string(&log).unwrap_or_else(|e| panic!("{}: {e}", log.display()))
     }
 
     pub fn kubectl_cmd(&self, args: &[&str]) -> Command {

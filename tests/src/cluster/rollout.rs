@@ -6,15 +6,21 @@
 //! gate (the example as shipped). Each mode runs in a namespace of its own,
 //! deleted after.
 //!
+//! The load starts once kube-proxy's rules send the Service to every ready
+//! pod ([`Namespace::wait_service`]), and its failures count from the
+//! rollout's start: the second before it is warm-up, reported apart and
+//! required to be clean (a failure there is the harness's, not a drain's).
+//!
 //! Measured from the node, per old pod: its termination's start (the
-//! deletion, as the API's watch shows it), its endpoint's removal (the
-//! Endpoints object's watch), its last inbound close (the agent's record)
-//! and its app's exit (its container's cgroup empties). The table is the
-//! simulation's ([`crate::rollout::report`]); its DRAIN runs from the
-//! endpoint's removal to the last inbound close.
+//! deletion, as the API's watch shows it), its endpoint's removal (when
+//! the Service's EndpointSlices, as kube-proxy watches them, stop listing
+//! it ready), its last inbound close (the agent's record) and its app's
+//! exit (its container's cgroup empties). The table is the simulation's
+//! ([`crate::rollout::report`]); its DRAIN runs from the endpoint's removal
+//! to the last inbound close.
 
 use std::{
-    collections::{BTreeMap, HashMap},
+    collections::{BTreeMap, BTreeSet, HashMap},
     io::BufReader,
     net::SocketAddr,
     process::{Child, Stdio},
@@ -27,7 +33,7 @@ use crate::monotonic_ns;
 use anyhow::{bail, Context as _};
 use serde_json::Value;
 
-use super::{pod::Pod, workspace, Cluster, Namespace};
+use super::{pod::Pod, service, workspace, Cluster, Namespace};
 use crate::rollout::{load, Mode, Run, Termination};
 
 pub struct Config {
@@ -120,7 +126,7 @@ fn run_mode(cluster: &Cluster, cfg: &Config, mode: Mode) -> anyhow::Result<Run> 
     let ns = Namespace::create(cluster, &format!("rollout-{mode}"));
     ns.apply_kustomization(&overlay(mode));
     let old = Pod::wait_ready(&ns, SELECTOR, PODS, 120);
-    let ip = ns.kubectl(&["get", "service", "web", "-o", "jsonpath={.spec.clusterIP}"]);
+    let ip = ns.wait_service("web", PODS);
     let target: SocketAddr = format!("{ip}:80").parse().context("the Service's ClusterIP")?;
 
     // Watches first, so nothing they should see happens before them.
@@ -134,10 +140,23 @@ fn run_mode(cluster: &Cluster, cfg: &Config, mode: Mode) -> anyhow::Result<Run> 
         &["-n", &ns.name, "get", "pods", "-l", SELECTOR],
         tx.clone(),
     )?;
-    let _endpoints = Watch::start(cluster, &["-n", &ns.name, "get", "endpoints", "web"], tx)?;
+    let _endpoints = Watch::start(
+        cluster,
+        &[
+            "-n",
+            &ns.name,
+            "get",
+            "endpointslices",
+            "-l",
+            "kubernetes.io/service-name=web",
+        ],
+        tx,
+    )?;
     let collector = {
         let seen = seen.clone();
         std::thread::spawn(move || {
+            // Each slice's ready addresses: the Service's are their union.
+            let mut slices: HashMap<String, BTreeSet<String>> = HashMap::new();
             for (at, v) in rx {
                 let mut seen = seen.lock().unwrap();
                 match v["kind"].as_str() {
@@ -146,18 +165,15 @@ fn run_mode(cluster: &Cluster, cfg: &Config, mode: Mode) -> anyhow::Result<Run> 
                             s.deleted.get_or_insert(at);
                         }
                     }
-                    Some("Endpoints") => {
-                        // Ready addresses only: a removed endpoint gets no
-                        // new connections from kube-proxy's rules.
-                        let ready: Vec<&str> = v["subsets"]
-                            .as_array()
-                            .into_iter()
-                            .flatten()
-                            .flat_map(|s| s["addresses"].as_array().into_iter().flatten())
-                            .filter_map(|a| a["ip"].as_str())
-                            .collect();
+                    Some("EndpointSlice") => {
+                        // Ready addresses only: kube-proxy sends no new
+                        // connection to an endpoint that is not ready while
+                        // others are.
+                        let name = v["metadata"]["name"].as_str().unwrap_or_default().to_string();
+                        slices.insert(name, service::ready_addresses(&v));
+                        let ready: BTreeSet<&String> = slices.values().flatten().collect();
                         for (ip, uid) in &ip_of {
-                            if !ready.contains(&ip.as_str()) {
+                            if !ready.contains(ip) {
                                 if let Some(s) = seen.get_mut(uid).filter(|s| s.removed.is_none()) {
                                     s.removed = Some(at);
                                     s.removed_ns = Some(monotonic_ns() - at.elapsed().as_nanos() as u64);
@@ -184,6 +200,7 @@ fn run_mode(cluster: &Cluster, cfg: &Config, mode: Mode) -> anyhow::Result<Run> 
     std::thread::sleep(Duration::from_secs(1));
 
     let t0 = Instant::now();
+    load.count_from_now();
     ns.kubectl(&["rollout", "restart", "deployment/web"]);
     ns.kubectl(&["rollout", "status", "deployment/web", "--timeout=180s"]);
     let mut exited = BTreeMap::new();
@@ -198,6 +215,15 @@ fn run_mode(cluster: &Cluster, cfg: &Config, mode: Mode) -> anyhow::Result<Run> 
     // A moment more for the requests that the last removal may fail.
     std::thread::sleep(Duration::from_millis(1500));
     let outcome = load.finish();
+    if !outcome.warmup_failures.is_empty() {
+        bail!(
+            "{mode}: {} of {} requests failed in the second before the rollout, with kube-proxy's rules already \
+             matching the Service's endpoints: {:?}",
+            outcome.warmup_failures.values().sum::<u64>(),
+            outcome.warmup_requests,
+            outcome.warmup_failures
+        );
+    }
     drop(_pods);
     drop(_endpoints);
     collector

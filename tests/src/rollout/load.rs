@@ -15,7 +15,7 @@ use std::{
     io::{BufRead, BufReader, Read, Write},
     net::{SocketAddr, TcpStream},
     sync::{
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
         mpsc, Arc, Mutex,
     },
     thread::JoinHandle,
@@ -38,6 +38,10 @@ pub struct Outcome {
     pub latencies_us: Vec<u64>,
     /// Failed requests by what went wrong (`HTTP 503`, `connection reset`, ...).
     pub failures: BTreeMap<String, u64>,
+    /// Requests scheduled before [`Load::count_from_now`]: sent, not counted
+    /// above (the load's warm-up), and how those failed.
+    pub warmup_requests: u64,
+    pub warmup_failures: BTreeMap<String, u64>,
 }
 
 impl Outcome {
@@ -57,6 +61,10 @@ impl Outcome {
         self.latencies_us.extend(o.latencies_us);
         for (k, v) in o.failures {
             *self.failures.entry(k).or_default() += v;
+        }
+        self.warmup_requests += o.warmup_requests;
+        for (k, v) in o.warmup_failures {
+            *self.warmup_failures.entry(k).or_default() += v;
         }
     }
 }
@@ -156,6 +164,8 @@ impl Client {
 /// The running load; [`Load::finish`] stops it and returns what it saw.
 pub struct Load {
     running: Arc<AtomicBool>,
+    /// Requests scheduled before this CLOCK_MONOTONIC time are warm-up.
+    counting_from: Arc<AtomicU64>,
     scheduler: Option<JoinHandle<()>>,
     workers: Vec<JoinHandle<Outcome>>,
 }
@@ -179,11 +189,13 @@ impl Load {
         let ns_fd = ns.fd();
         let mut load = Load {
             running: Arc::new(AtomicBool::new(true)),
+            counting_from: Arc::new(AtomicU64::new(0)),
             scheduler: None,
             workers: Vec::new(),
         };
         for _ in 0..workers {
             let (rx, ready) = (rx.clone(), ready_tx.clone());
+            let counting_from = load.counting_from.clone();
             load.workers.push(std::thread::spawn(move || {
                 // SAFETY: setns(2) on this thread only; the fd is open
                 // until `ready` is answered.
@@ -203,6 +215,13 @@ impl Load {
                     let Ok(scheduled_ns) = next else { return seen };
                     let result = client.get();
                     let took_us = monotonic_ns().saturating_sub(scheduled_ns) / 1000;
+                    if scheduled_ns < counting_from.load(Ordering::SeqCst) {
+                        seen.warmup_requests += 1;
+                        if let Err(why) = result {
+                            *seen.warmup_failures.entry(why).or_default() += 1;
+                        }
+                        continue;
+                    }
                     seen.requests += 1;
                     match result {
                         Ok(()) => seen.latencies_us.push(took_us),
@@ -234,6 +253,12 @@ impl Load {
             }
         }));
         Ok(load)
+    }
+
+    /// Counts only the requests scheduled from now on: those before were the
+    /// warm-up (reported apart, in [`Outcome::warmup_failures`]).
+    pub fn count_from_now(&self) {
+        self.counting_from.store(monotonic_ns(), Ordering::SeqCst);
     }
 
     /// Stops scheduling, lets the requests already scheduled finish, and

@@ -18,6 +18,12 @@ pub struct Row {
     pub propagation_s: f64,
     /// Mean time from an endpoint's removal to the pod's last response.
     pub drain_s: Option<f64>,
+    /// The failed requests by what went wrong (`connection refused`, ...).
+    pub failures: std::collections::BTreeMap<String, u64>,
+    /// Requests before the measured window (the cluster rollout's second
+    /// of warm-up), and how many of them failed.
+    pub warmup_requests: u64,
+    pub warmup_failed: u64,
 }
 
 fn round(x: f64, decimals: i32) -> f64 {
@@ -37,6 +43,9 @@ impl Row {
             keepalive: run.keepalive,
             propagation_s: round(run.propagation.as_secs_f64(), 3),
             drain_s: run.drain_s().map(|d| round(d, 2)),
+            failures: run.load.failures.clone(),
+            warmup_requests: run.load.warmup_requests,
+            warmup_failed: run.load.warmup_failures.values().sum(),
         }
     }
 }

@@ -60,8 +60,9 @@ struct Example<'a> {
     /// Its pods, and how many.
     selector: &'a str,
     pods: usize,
-    /// Other pods it needs ready first (its backends).
-    backends: &'a [(&'a str, usize)],
+    /// Other pods it needs ready first (its backends): their selector,
+    /// their Service and how many.
+    backends: &'a [(&'a str, &'a str, usize)],
     /// The Service in front of it (port 80).
     service: &'a str,
 }
@@ -77,11 +78,14 @@ fn terminate_one(
     before: impl FnOnce(SocketAddr),
 ) -> (Pod, Exits, load::Outcome) {
     ns.apply_kustomization(&workspace().join("tests/overlays").join(ex.overlay));
-    for (sel, n) in ex.backends {
+    for (sel, service, n) in ex.backends {
         Pod::wait_ready(ns, sel, *n, 120);
+        ns.wait_service(service, *n);
     }
     let victim = Pod::wait_ready(ns, ex.selector, ex.pods, 120).remove(0);
-    let ip = ns.kubectl(&["get", "service", ex.service, "-o", "jsonpath={.spec.clusterIP}"]);
+    // Through kube-proxy's rules once they hold every ready pod: before
+    // its sync the ClusterIP refuses ("has no endpoints").
+    let ip = ns.wait_service(ex.service, ex.pods);
     let addr: SocketAddr = format!("{ip}:80").parse().unwrap();
     before(addr);
 
@@ -98,6 +102,7 @@ fn terminate_one(
         .collect();
     let traffic = cluster.on_node_load(addr, 50, 16).unwrap();
     std::thread::sleep(Duration::from_secs(2));
+    traffic.count_from_now();
     let deleted = Instant::now();
     ns.kubectl(&["delete", "pod", &victim.name, "--wait=false"]);
     let mut at = Vec::new();
@@ -119,8 +124,13 @@ fn terminate_one(
 
 fn assert_no_failures(what: &str, o: &load::Outcome) {
     eprintln!(
-        "    {what}: {} requests, {} failed {:?}",
-        o.requests, o.failed, o.failures
+        "    {what}: {} requests, {} failed {:?} (warm-up: {} requests, failed {:?})",
+        o.requests, o.failed, o.failures, o.warmup_requests, o.warmup_failures
+    );
+    assert!(
+        o.warmup_failures.is_empty(),
+        "{what}: the warm-up before the deletion failed: {:?}",
+        o.warmup_failures
     );
     assert!(o.requests > 100, "{what}: only {} requests were sent", o.requests);
     assert_eq!(o.failed, 0, "{what}: requests failed: {:?}", o.failures);
@@ -146,7 +156,7 @@ fn haproxy_waf_the_waf_agent_outlives_haproxys_connections() {
             overlay: "haproxy-waf",
             selector: "app.kubernetes.io/name=edge",
             pods: 2,
-            backends: &[("app.kubernetes.io/name=web", 3)],
+            backends: &[("app.kubernetes.io/name=web", "web", 3)],
             service: "edge",
         },
         |edge| {
@@ -185,7 +195,7 @@ fn mesh_proxy_the_proxy_outlives_the_app() {
             overlay: "mesh-proxy",
             selector: "app.kubernetes.io/name=mesh-app",
             pods: 2,
-            backends: &[("app.kubernetes.io/name=web", 3)],
+            backends: &[("app.kubernetes.io/name=web", "web", 3)],
             service: "mesh-app",
         },
         // In through the proxy, to the app, out through the proxy's egress
