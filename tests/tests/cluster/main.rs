@@ -10,6 +10,7 @@ mod agent_pod;
 mod examples;
 mod gate;
 mod http_gate;
+mod pod_security;
 mod restart;
 mod rollout;
 
