@@ -37,10 +37,43 @@ pub fn build_agent(quiet: bool) -> anyhow::Result<std::path::PathBuf> {
     Ok(bin)
 }
 
+/// How long each phase took, printed at the end and written to
+/// `target/test-phases.txt` (CI's time split reads it).
+struct Phases(Vec<(&'static str, f64)>, std::time::Instant);
+
+impl Phases {
+    fn new() -> Phases {
+        Phases(Vec::new(), std::time::Instant::now())
+    }
+    /// Ends the phase that ran since the last mark.
+    fn mark(&mut self, what: &'static str) {
+        self.0.push((what, self.1.elapsed().as_secs_f64()));
+        self.1 = std::time::Instant::now();
+    }
+    fn report(&self) {
+        let text: String = self
+            .0
+            .iter()
+            .map(|(w, s)| format!("{w:<28} {s:>6.0} s\n"))
+            .collect();
+        println!("==> cargo xtask test, by phase:\n{text}");
+        let _ = std::fs::write(util::target_dir().join("test-phases.txt"), text);
+    }
+}
+
 pub fn run(no_cluster: bool, args: &[String]) -> anyhow::Result<i32> {
     util::require_root("cargo xtask test")?;
+    let mut phases = Phases::new();
+    let code = run_phases(no_cluster, args, &mut phases);
+    phases.report();
+    code
+}
+
+fn run_phases(no_cluster: bool, args: &[String], phases: &mut Phases) -> anyhow::Result<i32> {
     crate::setup::run()?;
+    phases.mark("setup");
     let bin = build_agent(false)?;
+    phases.mark("agent build");
 
     // The kernel tests first, with no cluster agent's programs beside them.
     let mut cmd = cargo();
@@ -49,6 +82,7 @@ pub fn run(no_cluster: bool, args: &[String]) -> anyhow::Result<i32> {
         .env("GRACEFUL_BIN", &bin);
     println!("==> GRACEFUL_BIN={} {}", bin.display(), display(&cmd));
     let code = util::exit_code(util::status(&mut cmd)?);
+    phases.mark("kernel tests (with builds)");
     if code != 0 {
         return Ok(code);
     }
@@ -60,6 +94,7 @@ pub fn run(no_cluster: bool, args: &[String]) -> anyhow::Result<i32> {
     // Then the end-to-end tests, on a real node brought up for them.
     println!("==> the test node: cargo xtask cluster up");
     let session = crate::cluster::Session::begin()?;
+    phases.mark("node up");
     let mut cmd = cargo();
     cmd.args([
         "test",
@@ -71,14 +106,16 @@ pub fn run(no_cluster: bool, args: &[String]) -> anyhow::Result<i32> {
         "cluster",
     ])
     .args(args)
-    .env("GRACEFUL_BIN", &bin)
-    .env("GRACEFUL_KUBECONFIG", &session.kubeconfig);
+    .env("GRACEFUL_BIN", &bin);
+    session.point(&mut cmd);
     println!(
         "==> GRACEFUL_KUBECONFIG={} {}",
         session.kubeconfig.display(),
         display(&cmd)
     );
     let code = util::exit_code(util::status(&mut cmd)?);
+    phases.mark("cluster tests (with build)");
     session.end()?;
+    phases.mark("node down");
     Ok(code)
 }
