@@ -60,9 +60,11 @@ struct RunArgs {
     /// A new connection for every request, on both sides of HAProxy.
     #[arg(long, overrides_with = "keepalive")]
     no_keepalive: bool,
-    /// The runs, in order: none, sleep, graceful.
-    #[arg(long, value_delimiter = ',', default_value = "none,sleep,graceful")]
-    modes: Vec<Mode>,
+    /// The runs, in order [default: none,sleep,graceful; with --cluster also sleep-action
+    /// (the kubelet's `sleep` action) and http-gate (graceful's httpGet gate), which need a
+    /// kubelet: none,sleep,sleep-action,graceful,http-gate].
+    #[arg(long, value_delimiter = ',')]
+    modes: Option<Vec<Mode>>,
     /// graceful-wait's flags in the graceful run [default: --policy drained --settle 500ms --min 1s --max 25s].
     #[arg(long, allow_hyphen_values = true)]
     wait_args: Option<String>,
@@ -89,7 +91,7 @@ fn main() -> anyhow::Result<()> {
     );
     if a.cluster {
         let cfg = graceful_tests::cluster::rollout::Config {
-            modes: a.modes,
+            modes: a.modes.unwrap_or_else(|| Mode::CLUSTER.to_vec()),
             rate: a.rate,
         };
         let runs = graceful_tests::cluster::rollout::run(&graceful_tests::cluster::Cluster::get(), &cfg)?;
@@ -113,7 +115,7 @@ fn main() -> anyhow::Result<()> {
         sleep: a.sleep,
         rate: a.rate,
         keepalive: !a.no_keepalive,
-        modes: a.modes,
+        modes: a.modes.unwrap_or_else(|| Mode::ALL.to_vec()),
         wait_args: a
             .wait_args
             .map(|w| w.split_whitespace().map(str::to_string).collect()),

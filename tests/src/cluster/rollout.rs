@@ -1,10 +1,11 @@
 //! A real rolling update on the test node: `deploy/examples/web` (3 nginx
 //! pods behind a ClusterIP Service) under an open-loop load from the node
 //! (through kube-proxy's rules, as any client on the node reaches a
-//! Service), while `kubectl rollout restart` replaces every pod; once with
-//! no preStop hook, once with `preStop: sleep 15`, once with graceful's
-//! gate (the example as shipped). Each mode runs in a namespace of its own,
-//! deleted after.
+//! Service), while `kubectl rollout restart` replaces every pod, five ways
+//! ([`Mode::CLUSTER`]): no preStop hook; `exec: sleep 15`; the kubelet's own
+//! `sleep: {seconds: 15}` action (1.34+); graceful's exec gate (the example
+//! as shipped); graceful's httpGet gate. Each mode runs in a namespace of
+//! its own, deleted after.
 //!
 //! The load starts once kube-proxy's rules send the Service to every ready
 //! pod ([`Namespace::wait_service`]), and its failures count from the
@@ -45,7 +46,7 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            modes: Mode::ALL.to_vec(),
+            modes: Mode::CLUSTER.to_vec(),
             rate: 100,
         }
     }
@@ -270,7 +271,7 @@ fn run_mode(cluster: &Cluster, cfg: &Config, mode: Mode) -> anyhow::Result<Run> 
                 .unwrap_or_default()
         );
     }
-    if mode == Mode::Graceful && released.len() != old.len() {
+    if mode.gated() && released.len() != old.len() {
         bail!(
             "{} of {} drains left a DrainReleased Event: {released:?}",
             released.len(),

@@ -58,17 +58,39 @@ pub enum Mode {
     Sleep,
     /// `preStop: graceful-wait`, then SIGTERM.
     Graceful,
+    /// The kubelet's own `preStop: sleep: {seconds: 15}` (GA in 1.34): no
+    /// binary in the image. Only on the test node: it needs a kubelet.
+    SleepAction,
+    /// `preStop: httpGet` to the agent's gate in the pod (the restricted
+    /// namespaces' gate). Only on the test node: it needs a kubelet.
+    HttpGate,
 }
 
 impl Mode {
+    /// The simulation's modes (it has no kubelet to run the others).
     pub const ALL: [Mode; 3] = [Mode::None, Mode::Sleep, Mode::Graceful];
+    /// The test node's: every hook a user compares, in the table's order.
+    pub const CLUSTER: [Mode; 5] = [
+        Mode::None,
+        Mode::Sleep,
+        Mode::SleepAction,
+        Mode::Graceful,
+        Mode::HttpGate,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Mode::None => "none",
             Mode::Sleep => "sleep",
             Mode::Graceful => "graceful",
+            Mode::SleepAction => "sleep-action",
+            Mode::HttpGate => "http-gate",
         }
+    }
+
+    /// Whether graceful's agent releases this mode's hook.
+    pub fn gated(self) -> bool {
+        matches!(self, Mode::Graceful | Mode::HttpGate)
     }
 }
 
@@ -81,10 +103,10 @@ impl fmt::Display for Mode {
 impl FromStr for Mode {
     type Err = String;
     fn from_str(s: &str) -> Result<Mode, String> {
-        Mode::ALL
+        Mode::CLUSTER
             .into_iter()
             .find(|m| m.name() == s)
-            .ok_or_else(|| format!("unknown mode {s:?}: none, sleep or graceful"))
+            .ok_or_else(|| format!("unknown mode {s:?}: none, sleep, sleep-action, graceful or http-gate"))
     }
 }
 
@@ -152,6 +174,8 @@ impl Config {
             Mode::None => "no preStop hook".into(),
             Mode::Sleep => format!("preStop: sleep {}", secs(self.sleep)),
             Mode::Graceful => format!("preStop: graceful-wait {}", self.wait_args().join(" ")),
+            Mode::SleepAction => format!("preStop: sleep: {{seconds: {}}}", secs(self.sleep)),
+            Mode::HttpGate => "preStop: httpGet :9711/drain".into(),
         }
     }
 }
@@ -226,6 +250,9 @@ fn since_s(t0_ns: u64, t_ns: u64) -> f64 {
 pub fn run(cfg: &Config) -> anyhow::Result<Vec<Run>> {
     if cfg.pods == 0 {
         bail!("a rollout needs at least one pod");
+    }
+    if let Some(m) = cfg.modes.iter().find(|m| !Mode::ALL.contains(m)) {
+        bail!("the {m} mode needs a kubelet: run it on the test node (--cluster)");
     }
     let agent = cfg.modes.contains(&Mode::Graceful).then(|| {
         let mut a = Agent::with_gate();
@@ -328,6 +355,7 @@ impl Hook {
                 c.arg(secs(cfg.sleep));
                 c
             }
+            Mode::SleepAction | Mode::HttpGate => bail!("the {mode} mode needs a kubelet"),
             Mode::Graceful => {
                 let agent = agent.context("the graceful mode needs the agent")?;
                 let gate = agent.gate_dir.as_ref().context("the agent has no gate")?;

@@ -58,14 +58,14 @@ pub fn json(runs: &[Run]) -> String {
 /// The table, one line a run, and under it what failed and why.
 pub fn table(runs: &[Run]) -> String {
     let mut out = format!(
-        "{:<9} {:>10} {:>9} {:>7} {:>7} {:>16} {:>7} {:>7}\n",
+        "{:<12} {:>10} {:>9} {:>7} {:>7} {:>16} {:>7} {:>7}\n",
         "MODE", "KEEP-ALIVE", "REQUESTS", "FAILED", "P99", "TERMINATION/POD", "DRAIN", "TOTAL"
     );
     let s = |x: f64| format!("{x:.2} s");
     for run in runs {
         let r = Row::of(run);
         out += &format!(
-            "{:<9} {:>10} {:>9} {:>7} {:>7} {:>16} {:>7} {:>7}\n",
+            "{:<12} {:>10} {:>9} {:>7} {:>7} {:>16} {:>7} {:>7}\n",
             r.mode,
             if r.keepalive { "yes" } else { "no" },
             r.requests,

@@ -1,6 +1,7 @@
-//! `deploy/examples/web` rolled behind a real Service three ways: graceful's
-//! hook drops nothing and costs the drain; no hook drops requests; `sleep
-//! 15` drops nothing but costs 15 s a pod.
+//! `deploy/examples/web` rolled behind a real Service five ways: both of
+//! graceful's gates drop nothing and cost the drain; no hook drops
+//! requests; `exec: sleep 15` and the kubelet's `sleep` action drop nothing
+//! but cost 15 s a pod.
 
 use graceful_tests::{
     cluster::rollout::{self, Config},
@@ -8,50 +9,52 @@ use graceful_tests::{
 };
 
 #[test]
-fn a_rolling_update_behind_a_service_three_ways() {
+fn a_rolling_update_behind_a_service_five_ways() {
     let (cluster, _serial) = crate::node();
     let runs = rollout::run(&cluster, &Config::default()).unwrap();
     eprintln!("{}", report::table(&runs));
     let by = |m: Mode| runs.iter().find(|r| r.mode == m).unwrap();
-    let (none, sleep, graceful) = (by(Mode::None), by(Mode::Sleep), by(Mode::Graceful));
 
-    assert_eq!(
-        graceful.load.failed, 0,
-        "graceful's hook dropped requests: {:?}",
-        graceful.load.failures
-    );
-    assert_eq!(
-        sleep.load.failed, 0,
-        "sleep 15 dropped requests: {:?}",
-        sleep.load.failures
-    );
-    assert!(
-        none.load.failed > 0,
-        "without a hook nothing was dropped: the test no longer shows the race it exists for"
-    );
-    for t in &sleep.terminations {
-        assert!(
-            t.exited_s >= 15.0,
-            "{}: sleep 15 ended after {:.2} s",
-            t.pod,
-            t.exited_s
+    for mode in [Mode::Sleep, Mode::SleepAction, Mode::Graceful, Mode::HttpGate] {
+        let run = by(mode);
+        assert_eq!(
+            run.load.failed, 0,
+            "{mode} dropped requests: {:?}",
+            run.load.failures
         );
     }
-    for t in &graceful.terminations {
-        let why = t.released.as_deref().unwrap_or("no DrainReleased Event");
-        assert!(
-            why.starts_with("DrainReleased: drained"),
-            "{}: the drain was not released by its traffic: {why}",
-            t.pod
-        );
-        // Released by the traffic, after the endpoint left: never at the
-        // deadline (25 s), never before the endpoint's removal.
-        assert!(
-            t.exited_s > t.removed_s && t.exited_s < 15.0,
-            "{}: endpoint removed at {:.2} s, app exited at {:.2} s",
-            t.pod,
-            t.removed_s,
-            t.exited_s
-        );
+    assert!(
+        by(Mode::None).load.failed > 0,
+        "without a hook nothing was dropped: the test no longer shows the race it exists for"
+    );
+    // Both sleeps hold every pod their 15 s, whatever its traffic.
+    for mode in [Mode::Sleep, Mode::SleepAction] {
+        for t in &by(mode).terminations {
+            assert!(
+                t.exited_s >= 15.0,
+                "{}: {mode} ended after {:.2} s",
+                t.pod,
+                t.exited_s
+            );
+        }
+    }
+    // Both gates release each pod by its traffic, after the endpoint left:
+    // never at the deadline (25 s), never before the endpoint's removal.
+    for mode in [Mode::Graceful, Mode::HttpGate] {
+        for t in &by(mode).terminations {
+            let why = t.released.as_deref().unwrap_or("no DrainReleased Event");
+            assert!(
+                why.starts_with("DrainReleased: drained"),
+                "{}: {mode}: the drain was not released by its traffic: {why}",
+                t.pod
+            );
+            assert!(
+                t.exited_s > t.removed_s && t.exited_s < 15.0,
+                "{}: {mode}: endpoint removed at {:.2} s, app exited at {:.2} s",
+                t.pod,
+                t.removed_s,
+                t.exited_s
+            );
+        }
     }
 }
