@@ -147,3 +147,6 @@ impl Footprint {
         self.mounts.contains("/run/netns")
     }
 }
+
+#[cfg(test)]
+mod tests;
