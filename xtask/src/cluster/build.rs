@@ -58,15 +58,6 @@ pub fn release(asked: &str) -> anyhow::Result<&'static str> {
         })
 }
 
-/// A program of the containerd build (`ctr`, `containerd`), which `down`
-/// and the image import use without a [`Kube`].
-pub fn containerd_bin(name: &str) -> anyhow::Result<PathBuf> {
-    Ok(setup::tools_dir()?
-        .join(format!("containerd-{CONTAINERD}"))
-        .join("bin")
-        .join(name))
-}
-
 /// The node's programs, built and cached.
 pub struct Kube {
     /// `1.37.2`.

@@ -315,15 +315,7 @@ pub fn start_all(paths: &Paths, kube: &Kube, bins: &images::Binaries) -> anyhow:
                 &mut child,
                 limit,
                 "containerd did not answer",
-                || {
-                    util::output(
-                        Command::new(kube.bin("ctr"))
-                            .arg("--address")
-                            .arg(paths.containerd_sock())
-                            .arg("version"),
-                    )
-                    .is_ok()
-                },
+                || util::output(images::ctr(paths, kube).arg("version")).is_ok(),
             )?,
             "kubelet" => await_ready(paths, name, &mut child, limit, "the node was not Ready", || {
                 kubectl

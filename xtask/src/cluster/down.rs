@@ -185,11 +185,7 @@ fn terminate(pids: &[u32], grace: Duration) {
         // SAFETY: kill(2) with a plain signal.
         unsafe { libc::kill(p as i32, libc::SIGTERM) };
     }
-    let deadline = Instant::now() + grace;
-    while Instant::now() < deadline && pids.iter().any(|&p| alive(p)) {
-        sleep(Duration::from_millis(50));
-    }
-    for &p in pids.iter().filter(|&&p| alive(p)) {
+    for p in wait_gone(pids, grace) {
         // SAFETY: as above.
         unsafe { libc::kill(p as i32, libc::SIGKILL) };
     }

@@ -323,7 +323,7 @@ pub fn import(paths: &Paths, bins: &Binaries, kube: &Kube) -> anyhow::Result<Str
             "an HTTP app that records when SIGTERM arrives",
         )?,
     ];
-    let held = held(paths)?;
+    let held = held(paths, kube)?;
     let mut agent_id = String::new();
     for (image, rootfs) in &images {
         let file = paths
@@ -343,7 +343,7 @@ pub fn import(paths: &Paths, bins: &Binaries, kube: &Kube) -> anyhow::Result<Str
             fs::remove_file(&file)?;
             continue;
         }
-        util::output(ctr(paths).args(["images", "import"]).arg(&file))
+        util::output(ctr(paths, kube).args(["images", "import"]).arg(&file))
             .with_context(|| format!("importing {}", image.name))?;
         fs::remove_file(&file)?;
         println!(
@@ -356,10 +356,10 @@ pub fn import(paths: &Paths, bins: &Binaries, kube: &Kube) -> anyhow::Result<Str
     Ok(agent_id)
 }
 
-/// containerd's client in the namespace the kubelet's runtime uses.
-pub fn ctr(paths: &Paths) -> Command {
-    // containerd 2's own ctr, built with it (setup's Debian one is 1.6).
-    let mut c = Command::new(super::build::containerd_bin("ctr").unwrap_or_else(|_| "ctr".into()));
+/// containerd's own client (built with it), on the node's socket, in the
+/// namespace the kubelet's runtime uses.
+pub fn ctr(paths: &Paths, kube: &Kube) -> Command {
+    let mut c = Command::new(kube.bin("ctr"));
     c.arg("--address")
         .arg(paths.containerd_sock())
         .args(["--namespace", "k8s.io"]);
@@ -367,8 +367,8 @@ pub fn ctr(paths: &Paths) -> Command {
 }
 
 /// Image name → config digest (the image id), of what containerd holds.
-fn held(paths: &Paths) -> anyhow::Result<BTreeMap<String, String>> {
-    let out = util::output(ctr(paths).args(["images", "ls"]))?;
+fn held(paths: &Paths, kube: &Kube) -> anyhow::Result<BTreeMap<String, String>> {
+    let out = util::output(ctr(paths, kube).args(["images", "ls"]))?;
     let mut map = BTreeMap::new();
     for line in out.lines().skip(1) {
         let Some(name) = line.split_whitespace().next() else {
@@ -377,7 +377,7 @@ fn held(paths: &Paths) -> anyhow::Result<BTreeMap<String, String>> {
         if name.starts_with("sha256:") {
             continue;
         }
-        if let Ok(id) = config_digest(paths, name) {
+        if let Ok(id) = config_digest(paths, kube, name) {
             map.insert(name.to_string(), id);
         }
     }
@@ -385,9 +385,9 @@ fn held(paths: &Paths) -> anyhow::Result<BTreeMap<String, String>> {
 }
 
 /// The config digest of image `name`, as the CRI reports image ids.
-fn config_digest(paths: &Paths, name: &str) -> anyhow::Result<String> {
+fn config_digest(paths: &Paths, kube: &Kube, name: &str) -> anyhow::Result<String> {
     let out = util::output(
-        ctr(paths)
+        ctr(paths, kube)
             .args(["images", "ls", &format!("name=={name}")])
             .arg("-q"),
     )?;
@@ -395,9 +395,9 @@ fn config_digest(paths: &Paths, name: &str) -> anyhow::Result<String> {
     // `ctr images ls` names the manifest digest; the id is the config's,
     // which the CRI lists as the image's id.
     let manifest = util::output(
-        ctr(paths)
+        ctr(paths, kube)
             .args(["content", "get"])
-            .arg(image_digest(paths, name)?),
+            .arg(image_digest(paths, kube, name)?),
     )?;
     let v: serde_json::Value = serde_json::from_str(&manifest)?;
     v["config"]["digest"]
@@ -407,8 +407,8 @@ fn config_digest(paths: &Paths, name: &str) -> anyhow::Result<String> {
         .context("a manifest without a config digest")
 }
 
-fn image_digest(paths: &Paths, name: &str) -> anyhow::Result<String> {
-    let out = util::output(ctr(paths).args(["images", "ls", &format!("name=={name}")]))?;
+fn image_digest(paths: &Paths, kube: &Kube, name: &str) -> anyhow::Result<String> {
+    let out = util::output(ctr(paths, kube).args(["images", "ls", &format!("name=={name}")]))?;
     out.lines()
         .skip(1)
         .find_map(|l| {

@@ -136,6 +136,10 @@ impl Paths {
     pub fn containerd_sock(&self) -> PathBuf {
         self.run().join("containerd.sock")
     }
+    /// The Kubernetes release the node was brought up at.
+    pub fn version_file(&self) -> PathBuf {
+        self.root.join("version")
+    }
     pub fn pidfile(&self, name: &str) -> PathBuf {
         self.run().join(format!("{name}.pid"))
     }
@@ -168,7 +172,7 @@ pub fn up(paths: &Paths, version: &str) -> anyhow::Result<build::Kube> {
     crate::setup::run()?;
     let kube = build::ensure(version)?;
     if is_up(paths) {
-        let running = fs::read_to_string(paths.root.join("version")).unwrap_or_default();
+        let running = fs::read_to_string(paths.version_file()).unwrap_or_default();
         anyhow::ensure!(
             running.trim() == kube.version,
             "the node runs Kubernetes {} already, not {}: `cargo xtask cluster down` first",
@@ -183,7 +187,7 @@ pub fn up(paths: &Paths, version: &str) -> anyhow::Result<build::Kube> {
         node::ensure(paths)?;
         pki::ensure(paths)?;
         config::write(paths, &kube)?;
-        fs::write(paths.root.join("version"), format!("{}\n", kube.version))?;
+        fs::write(paths.version_file(), format!("{}\n", kube.version))?;
         daemons::start_all(paths, &kube, &bins)?;
         Ok::<_, anyhow::Error>(())
     })();
