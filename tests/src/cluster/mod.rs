@@ -122,18 +122,23 @@ impl Cluster {
         serde_json::from_str(&self.kubectl(&a)).expect("kubectl printed JSON")
     }
 
-    /// `kubectl apply -f -` with `yaml` on stdin.
-    pub fn apply(&self, yaml: &str) {
+    /// kubectl with `input` on its stdin, and what it printed.
+    pub fn kubectl_stdin(&self, args: &[&str], input: &str) -> Output {
         use std::io::Write;
         let mut child = self
-            .kubectl_cmd(&["apply", "-f", "-"])
+            .kubectl_cmd(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .expect("kubectl");
-        child.stdin.take().unwrap().write_all(yaml.as_bytes()).unwrap();
-        let out = child.wait_with_output().unwrap();
+        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        child.wait_with_output().unwrap()
+    }
+
+    /// `kubectl apply -f -` with `yaml` on stdin.
+    pub fn apply(&self, yaml: &str) {
+        let out = self.kubectl_stdin(&["apply", "-f", "-"], yaml);
         assert!(
             out.status.success(),
             "kubectl apply failed: {}\n{yaml}",

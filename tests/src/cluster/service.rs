@@ -71,13 +71,16 @@ pub fn programmed(nat: &str, cluster_ip: &str, port: u16) -> Option<BTreeSet<Str
     Some(seps.iter().filter_map(|s| dests.get(s).cloned()).collect())
 }
 
-/// The node's NAT rules.
-fn node_nat() -> String {
-    let out = Command::new("ip")
-        .args(["netns", "exec", "graceful-node", "iptables-save", "-t", "nat"])
-        .output()
-        .expect("ip netns exec graceful-node iptables-save");
-    String::from_utf8_lossy(&out.stdout).into_owned()
+/// The node's NAT rules: `iptables-save` run from a thread in the node's
+/// network namespace (a child takes its namespaces from that thread).
+fn node_nat(cluster: &super::Cluster) -> String {
+    cluster.on_node(|| {
+        let out = Command::new("iptables-save")
+            .args(["-t", "nat"])
+            .output()
+            .expect("iptables-save in the node's network namespace");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    })
 }
 
 impl Namespace<'_> {
@@ -108,7 +111,7 @@ impl Namespace<'_> {
         let mut last = (BTreeSet::new(), None);
         let found = super::poll(std::time::Duration::from_secs(30), || {
             let ready = self.ready_endpoints(name);
-            let rules = programmed(&node_nat(), &ip, port);
+            let rules = programmed(&node_nat(self.cluster), &ip, port);
             let ok = ready.len() == expect && rules.as_ref() == Some(&ready);
             last = (ready, rules);
             ok.then_some(())

@@ -106,27 +106,23 @@ fn without_an_agent_an_http_get_hook_fails_open_at_once() {
     // Refused at once: no connect timeout to wait out, far from --max.
     assert!(after_s < 2.0, "SIGTERM {after_s:.2} s after the deletion");
     // How the kubelet treats the refused hook: a Warning Event, then the
-    // kill. Kubelets since 1.23 write the Event's message as "PreStopHook
-    // failed" alone (the error may hold secrets) and log the error itself;
-    // older ones put the error in the message. Either way the cause must be
-    // the refused connection, seen where that kubelet writes it.
+    // kill. Since 1.23 the Event says "PreStopHook failed" alone (the error
+    // may hold secrets) and the kubelet logs the error itself: the cause
+    // must be the refused connection, on its log line for this pod.
     let (_, message) = graceful_tests::wait_for(20, "the kubelet's FailedPreStopHook Event", || {
         kubelet_events(&ns, &pod.uid)
             .into_iter()
             .find(|(r, _)| r == "FailedPreStopHook")
     });
-    if message == "PreStopHook failed" {
-        let line = graceful_tests::wait_for(10, "the kubelet's log line on the failed hook", || {
-            cluster
-                .kubelet_log()
-                .lines()
-                .find(|l| l.contains("PreStop hook failed") && l.contains(&pod.uid))
-                .map(str::to_string)
-        });
-        assert!(line.contains("connection refused"), "{line}");
-    } else {
-        assert!(message.contains("connection refused"), "{message}");
-    }
+    assert_eq!(message, "PreStopHook failed");
+    let line = graceful_tests::wait_for(10, "the kubelet's log line on the failed hook", || {
+        cluster
+            .kubelet_log()
+            .lines()
+            .find(|l| l.contains("PreStop hook failed") && l.contains(&pod.uid))
+            .map(str::to_string)
+    });
+    assert!(line.contains("connection refused"), "{line}");
 }
 
 #[test]

@@ -9,8 +9,6 @@
 //! - A preStop httpGet hook with `host` is refused under baseline from
 //!   1.34 on (KEP-4940); 1.33 still admits it.
 
-use std::{io::Write as _, process::Stdio};
-
 use graceful_tests::cluster::{workspace, Cluster, Namespace};
 use serde_json::{json, Value};
 
@@ -62,8 +60,8 @@ fn enforcing<'a>(cluster: &'a Cluster, level: &str) -> Namespace<'a> {
 /// `kubectl create --dry-run=server` of `pod` in `ns`: Ok(what kubectl
 /// printed on stderr, its warnings) if admitted, Err(the refusal) if not.
 fn admit(cluster: &Cluster, ns: &Namespace, pod: &Value) -> Result<String, String> {
-    let mut child = cluster
-        .kubectl_cmd(&[
+    let out = cluster.kubectl_stdin(
+        &[
             "-n",
             &ns.name,
             "create",
@@ -72,19 +70,9 @@ fn admit(cluster: &Cluster, ns: &Namespace, pod: &Value) -> Result<String, Strin
             "name",
             "-f",
             "-",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("kubectl");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(pod.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+        ],
+        &pod.to_string(),
+    );
     let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
     if out.status.success() {
         Ok(stderr)
