@@ -39,7 +39,6 @@ pub fn install(bin: &Path, packages: &[String], ldflags: &str) -> anyhow::Result
     fs::create_dir_all(bin)?;
     let mut cmd = go();
     cmd.env("GOBIN", bin)
-        .env("GOFLAGS", "")
         .args(["install", "-trimpath", "-ldflags", ldflags])
         .args(packages);
     util::output(&mut cmd).map(drop)
