@@ -1,5 +1,5 @@
 //! What graceful's integration tests (`graceful-tests`) and its tasks
-//! (`xtask`) share, each once:
+//! (the lab, `lab/`) share, each once:
 //!
 //! - [`agent`]: `graceful daemon` as a child process on a pin directory of
 //!   its own: started, stopped within a bound, uninstalled;
@@ -11,7 +11,7 @@
 //! - [`ss`]: the kernel's own count of a cgroup's live connections;
 //! - the programs' clock and the mountinfo parser, from graceful-common.
 //!
-//! Std and libc only: xtask builds the agent, so nothing here depends on it.
+//! Std and libc only: the lab builds the agent (through xtask), so nothing here depends on it.
 
 pub mod agent;
 pub mod cgroup;

@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-use crate::util::{self, cargo, output, run};
+use xtask::util::{self, cargo, output, run};
 
 pub fn run_docs() -> anyhow::Result<()> {
     run(cargo().args(["build", "-p", "graceful-daemon", "--bin", "graceful"]))?;

@@ -1,31 +1,22 @@
-//! `cargo xtask`: the project's tasks, one module per command.
+//! `cargo xtask`: the project's tasks.
 //!
-//! - `setup`: make this machine ready (Rust bits, bpf-linker, apt packages).
+//! xtask's own: make the machine ready, build, test, check the tree.
+//! - `setup`: make this machine ready (Rust bits, bpf-linker, apt packages, Go).
 //! - `test`:  build the agent and run the whole test suite.
-//! - `demo`:  show graceful counting a simulated pod's connections as it drains.
-//! - `rollout`: a rolling replacement behind a real load balancer, three ways.
-//! - `bench`: benchmarks.
-//! - `soak`:  a long run of connection churn; the agent's counts against the kernel's.
-//! - `vm-test`: the integration tests in qemu, on other kernels.
-//! - `cluster`: a real Kubernetes node on this machine (up, down, status).
 //! - `layout`: check the tree's structure (import circles, file sizes, inline tests).
 //! - `docs`: regenerate docs/cli.md from the CLI's definitions.
+//!
+//! The lab's, handed as they are to the lab's program (`lab/`, a workspace
+//! of its own that the agent's build never loads): `cluster`, `vm-test`,
+//! `bench`, `soak`, `demo`, `rollout`.
 
 use clap::{Parser, Subcommand};
 
-mod bench;
-mod cluster;
-mod debian;
-mod demo;
+use xtask::{lab, setup};
+
 mod docs;
 mod layout;
-mod mounts;
-mod rollout;
-mod setup;
-mod soak;
 mod test;
-mod util;
-mod vm;
 
 #[derive(Debug, Parser)]
 #[command(name = "cargo xtask", about = "graceful's project tasks")]
@@ -34,13 +25,21 @@ struct Cli {
     command: Command,
 }
 
+/// Arguments handed to the lab as they are (`--help` included).
+#[derive(Debug, clap::Args)]
+#[command(disable_help_flag = true)]
+struct LabArgs {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    args: Vec<String>,
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Make this machine ready: rust-src, the musl target, bpf-linker and apt packages. Idempotent.
+    /// Make this machine ready: rust-src, the musl target, bpf-linker, apt packages and Go. Idempotent.
     Setup,
-    /// Run setup, build the agent, then `cargo test --workspace` (as root). Extra args go to cargo test.
-    /// Then brings the test node up (`cluster up`), runs the end-to-end tests on it, and takes it
-    /// down again if it was not up before.
+    /// Run setup, build the agent, then `cargo test --workspace` (as root) and the lab's own tests.
+    /// Extra args go to cargo test. Then brings the test node up (`cluster up`), runs the
+    /// end-to-end tests on it, and takes it down again if it was not up before.
     Test {
         /// Skip the end-to-end tests on the test node (they are then reported as skipped).
         #[arg(long)]
@@ -49,49 +48,26 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
-    /// Run setup, build, then show the agent counting a simulated pod's connections while it drains.
-    Demo(demo::Args),
-    /// Run setup, build, then roll N pods behind HAProxy with no preStop hook, with `preStop: sleep 15`
-    /// and with graceful's gate; print failed requests, p99 latency, time per pod termination and total
-    /// rollout time. `cargo xtask rollout --help` lists its flags.
-    #[command(disable_help_flag = true)]
-    Rollout {
-        /// Passed to the simulation: `--pods N --propagation 2s --latency 100ms --sleep 15s --rate 100
-        /// --no-keepalive --modes none,sleep,graceful --json`, `--help`.
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        args: Vec<String>,
-    },
-    /// Benchmarks.
-    Bench {
-        #[command(subcommand)]
-        cmd: bench::BenchCmd,
-    },
-    /// A long run: N connections of churn across K cgroups with every ending and an agent restart
-    /// in the middle; prints every cgroup's counts against `ss` and the workers' tallies, and the
-    /// drift. Exit status 1 if a live count drifted. `cargo xtask soak --help` lists its flags.
-    Soak(soak::Args),
-    /// Run the integration tests in qemu on Debian kernels (bookworm's 6.1, sid's 7.2, and the refusal on bullseye's 5.10; `--all` adds bookworm's and trixie's 6.12) and on this kernel.
-    VmTest(vm::Args),
-    /// A real Kubernetes node on this machine (built from Debian's archive), with graceful's
-    /// DaemonSet on it: `cargo xtask cluster up | down | status` (as root).
-    Cluster(cluster::Args),
     /// Check the tree's structure: no import circle between modules or rooms, no file over 600
     /// lines, no test module inside a product file. Exit status 1 on any finding.
     Layout(layout::Args),
     /// Regenerate docs/cli.md (the command reference) from the CLI's own definitions.
     Docs,
-    /// The host's door to the cluster's API server (started by `cluster up` itself).
-    #[command(name = "__cluster-forward", hide = true)]
-    ClusterForward(cluster::forward::Args),
-    /// One cgroup's worker of the soak (started by `soak` itself).
-    #[command(name = "__soak-worker", hide = true)]
-    SoakWorker(soak::worker::Args),
-    /// A peer of the soak that is killed (started by a soak worker).
-    #[command(name = "__soak-peer", hide = true)]
-    SoakPeer(soak::peer::Args),
-    /// The demo's client process (started by `demo` itself).
-    #[command(name = "__demo-client", hide = true)]
-    DemoClient(demo::client::Args),
+    /// (lab) Show the agent counting a simulated pod's connections while it drains; `--cluster`
+    /// on the test node. `cargo xtask demo --help` lists its flags.
+    Demo(LabArgs),
+    /// (lab) Roll pods behind a load balancer five ways (none, sleep, the sleep action, the exec
+    /// and httpGet gates) and print the table. `cargo xtask rollout --help` lists its flags.
+    Rollout(LabArgs),
+    /// (lab) Benchmarks: `cargo xtask bench --help` lists them.
+    Bench(LabArgs),
+    /// (lab) A long run of connection churn with an agent restart; counts against `ss`.
+    Soak(LabArgs),
+    /// (lab) The integration tests in qemu on Debian kernels (6.1, 7.2, the refusal on 5.10).
+    VmTest(LabArgs),
+    /// (lab) A real Kubernetes node on this machine: `cargo xtask cluster up | down | status |
+    /// build | env` (as root).
+    Cluster(LabArgs),
 }
 
 fn main() {
@@ -99,18 +75,14 @@ fn main() {
     let result = match cli.command {
         Command::Setup => setup::run().map(|_| 0),
         Command::Test { no_cluster, args } => test::run(no_cluster, &args),
-        Command::Demo(args) => demo::run(args).map(|_| 0),
-        Command::Rollout { args } => rollout::run(&args),
-        Command::Bench { cmd } => bench::run(cmd).map(|_| 0),
-        Command::Soak(args) => soak::run(args),
-        Command::SoakWorker(args) => soak::worker::run(args).map(|_| 0),
-        Command::SoakPeer(args) => soak::peer::run(args).map(|_| 0),
-        Command::VmTest(args) => vm::run(args),
-        Command::Cluster(args) => cluster::run(args),
-        Command::ClusterForward(args) => cluster::forward::run(args).map(|_| 0),
         Command::Layout(args) => layout::run(args),
         Command::Docs => docs::run_docs().map(|_| 0),
-        Command::DemoClient(args) => demo::client::run(args).map(|_| 0),
+        Command::Demo(a) => lab::run("demo", &a.args),
+        Command::Rollout(a) => lab::run("rollout", &a.args),
+        Command::Bench(a) => lab::run("bench", &a.args),
+        Command::Soak(a) => lab::run("soak", &a.args),
+        Command::VmTest(a) => lab::run("vm-test", &a.args),
+        Command::Cluster(a) => lab::run("cluster", &a.args),
     };
     match result {
         Ok(code) => std::process::exit(code),

@@ -7,35 +7,11 @@
 //! brought up for them (and down after, if it was not up before). The exit
 //! code is the first failing `cargo test`'s.
 
-use crate::util::{self, cargo, display};
-
-/// Builds `graceful` (which builds the eBPF object through build.rs) and
-/// `graceful-wait` (which the agent places in its gate directory, from
-/// beside itself), and returns the path of the agent. `quiet` hides cargo's progress (errors
-/// still show).
-pub fn build_agent(quiet: bool) -> anyhow::Result<std::path::PathBuf> {
-    let mut cmd = cargo();
-    // cargo test builds a package's binaries only for its own integration
-    // tests: graceful-wait's must be built here.
-    cmd.args(["build", "-p", "graceful-daemon", "-p", "graceful-wait"]);
-    if quiet {
-        println!(
-            "==> building the agent: {} (the first build takes a minute or two)",
-            display(&cmd)
-        );
-        cmd.arg("-q");
-    } else {
-        println!("==> {}", display(&cmd));
-    }
-    util::run(&mut cmd)?;
-    let bin = util::target_dir().join("debug/graceful");
-    anyhow::ensure!(
-        bin.exists(),
-        "`cargo build -p graceful-daemon -p graceful-wait` succeeded but {} is missing",
-        bin.display()
-    );
-    Ok(bin)
-}
+use xtask::{
+    build::build_agent,
+    lab,
+    util::{self, cargo, display},
+};
 
 /// How long each phase took, printed at the end and written to
 /// `target/test-phases.txt` (CI's time split reads it).
@@ -70,7 +46,7 @@ pub fn run(no_cluster: bool, args: &[String]) -> anyhow::Result<i32> {
 }
 
 fn run_phases(no_cluster: bool, args: &[String], phases: &mut Phases) -> anyhow::Result<i32> {
-    crate::setup::run()?;
+    xtask::setup::run()?;
     phases.mark("setup");
     let bin = build_agent(false)?;
     phases.mark("agent build");
@@ -86,14 +62,29 @@ fn run_phases(no_cluster: bool, args: &[String], phases: &mut Phases) -> anyhow:
     if code != 0 {
         return Ok(code);
     }
+    // The lab's own tests (its parsers and planners; lab/ is a workspace
+    // of its own, so `--workspace` above does not reach it).
+    let mut cmd = lab::cargo_in_lab("test");
+    cmd.args(args);
+    println!("==> {}", display(&cmd));
+    let code = util::exit_code(util::status(&mut cmd)?);
+    phases.mark("lab tests (with build)");
+    if code != 0 {
+        return Ok(code);
+    }
     if no_cluster {
         println!("==> SKIPPED the end-to-end tests on the test node (--no-cluster)");
         return Ok(0);
     }
 
     // Then the end-to-end tests, on a real node brought up for them.
+    let was_up = lab::command("cluster", &["status"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
     println!("==> the test node: cargo xtask cluster up");
-    let session = crate::cluster::Session::begin()?;
+    util::run(&mut lab::command("cluster", &["up"]))?;
     phases.mark("node up");
     let mut cmd = cargo();
     cmd.args([
@@ -107,15 +98,21 @@ fn run_phases(no_cluster: bool, args: &[String], phases: &mut Phases) -> anyhow:
     ])
     .args(args)
     .env("GRACEFUL_BIN", &bin);
-    session.point(&mut cmd);
-    println!(
-        "==> GRACEFUL_KUBECONFIG={} {}",
-        session.kubeconfig.display(),
-        display(&cmd)
-    );
+    // The node's kubeconfig and programs (its kubectl first on PATH).
+    for line in util::output(&mut lab::command("cluster", &["env"]))?.lines() {
+        if let Some((k, v)) = line.split_once('=') {
+            cmd.env(k, v);
+            println!("==> {k}={v}");
+        }
+    }
+    println!("==> {}", display(&cmd));
     let code = util::exit_code(util::status(&mut cmd)?);
     phases.mark("cluster tests (with build)");
-    session.end()?;
+    if was_up {
+        println!("==> the node ran before: it stays up (`cargo xtask cluster down` stops it)");
+    } else {
+        util::run(&mut lab::command("cluster", &["down"]))?;
+    }
     phases.mark("node down");
     Ok(code)
 }

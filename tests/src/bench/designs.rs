@@ -1,6 +1,6 @@
 //! The parts of `cargo xtask bench designs` that need the agent's object
 //! or the tests' peers: the floors (programs that do nothing, held
-//! attached while xtask samples the load) and the softirq stress run
+//! attached while the lab samples the load) and the softirq stress run
 //! under each counting design.
 
 use std::io::Read as _;
@@ -57,7 +57,7 @@ pub fn hold_floor(floor: Floor) -> anyhow::Result<()> {
         }
     }
     println!("attached");
-    // The links live as long as the object: until xtask closes our stdin.
+    // The links live as long as the object: until the lab closes our stdin.
     let _ = std::io::stdin().read_to_end(&mut Vec::new());
     drop(ebpf);
     Ok(())

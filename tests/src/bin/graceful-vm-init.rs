@@ -7,7 +7,7 @@
 //! `init: success` when the tests exited 0, `init: failure` otherwise. The
 //! host reads nothing else as a result.
 //!
-//! What to run comes from `/init.conf`, written by xtask, one directive a
+//! What to run comes from `/init.conf`, written by the lab (`cargo xtask vm-test`), one directive a
 //! line:
 //! - `module PATH`: load this kernel module (in file order: dependencies first);
 //! - `env KEY=VALUE`: set for the tests;

@@ -23,12 +23,12 @@ use std::{
 
 use crate::netns::NetNs;
 
-/// The names `cargo xtask cluster` gives its node (xtask/src/cluster/mod.rs).
+/// The names `cargo xtask cluster` gives its node (lab/src/cluster/mod.rs).
 pub const NODE_NETNS: &str = "/run/netns/graceful-node";
 pub const NODE_IP: &str = "10.201.0.1";
 pub const AGENT_NAMESPACE: &str = "graceful-system";
 pub const AGENT_SELECTOR: &str = "app.kubernetes.io/name=graceful";
-/// Image names the cluster imports (xtask/src/cluster/images.rs).
+/// Image names the cluster imports (lab/src/cluster/images.rs).
 pub const TEST_APP_IMAGE: &str = "localhost/graceful-test/app:0.1.0";
 pub const BUSYBOX_IMAGE: &str = "localhost/busybox:bookworm";
 

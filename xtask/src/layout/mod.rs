@@ -18,8 +18,8 @@ use std::{collections::BTreeSet, path::PathBuf};
 
 use anyhow::Context as _;
 
-use crate::util;
 use graph::{show, Graph, ModPath};
+use xtask::util;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -31,11 +31,25 @@ pub struct Args {
     verbose: bool,
 }
 
-/// Every target's root file, from `cargo metadata` (workspace members only).
+/// Every target's root file, from `cargo metadata`: the workspace's
+/// members and the lab's (a workspace of its own).
 fn roots() -> anyhow::Result<Vec<(String, PathBuf)>> {
+    let mut roots = roots_of(&util::workspace_root().join("Cargo.toml"))?;
+    roots.extend(roots_of(&xtask::lab::manifest())?);
+    Ok(roots)
+}
+
+fn roots_of(manifest: &std::path::Path) -> anyhow::Result<Vec<(String, PathBuf)>> {
     let out = util::output(
         util::cargo()
-            .args(["metadata", "--no-deps", "--format-version", "1"])
+            .args([
+                "metadata",
+                "--no-deps",
+                "--format-version",
+                "1",
+                "--manifest-path",
+            ])
+            .arg(manifest)
             .current_dir(util::workspace_root()),
     )?;
     let meta: serde_json::Value = serde_json::from_str(&out).context("cargo metadata's JSON")?;

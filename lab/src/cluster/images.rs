@@ -1,0 +1,420 @@
+//! The images the cluster's pods run, built here (there is no registry) and
+//! imported into containerd:
+//!
+//! - graceful's agent, from the project's own static binaries, with the
+//!   same content as the Containerfile's final stage and the name
+//!   `deploy/base` uses;
+//! - the pause image: the static `pause` built from the Kubernetes tree;
+//! - Debian's busybox-static, nginx and HAProxy, each with the libraries it
+//!   links, laid out and configured like the upstream images the examples
+//!   name (nginx's `conf.d`, SIGQUIT to stop; HAProxy's
+//!   `/usr/local/etc/haproxy`, SIGUSR1);
+//! - stand-ins for the programs that cannot be had here (Envoy, OPA,
+//!   coraza-spoa): `graceful-stand-in` in each role, named for the role,
+//!   never with the upstream names; and a test app for the benchmarks.
+//!
+//! Images are written once per content: an archive whose id matches what
+//! containerd already holds is not imported again.
+
+use std::{
+    collections::BTreeMap,
+    fs,
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use anyhow::Context as _;
+
+use super::{
+    archive::{self, Image},
+    build::Kube,
+    rootfs::Rootfs,
+    Paths,
+};
+use crate::debian;
+use xtask::util;
+
+pub const AGENT: &str = concat!("docker.io/graceful/agent:", env!("CARGO_PKG_VERSION"));
+pub const BUSYBOX: &str = "localhost/busybox:bookworm";
+pub const NGINX: &str = "localhost/debian-nginx:bookworm";
+pub const HAPROXY: &str = "localhost/debian-haproxy:bookworm";
+pub const MESH_PROXY: &str = "localhost/stand-in/mesh-proxy:0.1.0";
+pub const POLICY_ENGINE: &str = "localhost/stand-in/policy-engine:0.1.0";
+pub const WAF_AGENT: &str = "localhost/stand-in/waf-agent:0.1.0";
+pub const TEST_APP: &str = "localhost/graceful-test/app:0.1.0";
+
+/// busybox applets an image's hooks and operators may call.
+const APPLETS: &[&str] = &[
+    "sh", "sleep", "cat", "ls", "grep", "wc", "head", "echo", "true", "kill", "ps", "nc", "wget",
+];
+
+/// The project's static binaries the images carry.
+pub struct Binaries {
+    pub graceful: PathBuf,
+    pub wait: PathBuf,
+    pub stand_in: PathBuf,
+}
+
+impl Binaries {
+    /// Builds them: release, static (musl), as the Containerfile does.
+    pub fn build() -> anyhow::Result<Binaries> {
+        const MUSL: &str = xtask::setup::MUSL;
+        let mut cmd = util::cargo();
+        cmd.args(["build", "--release", "--target", MUSL])
+            .args([
+                "-p",
+                "graceful-daemon",
+                "-p",
+                "graceful-wait",
+                "-p",
+                "graceful-tests",
+            ])
+            .args([
+                "--bin",
+                "graceful",
+                "--bin",
+                "graceful-wait",
+                "--bin",
+                "graceful-stand-in",
+            ]);
+        println!("==> {}", util::display(&cmd));
+        util::run(&mut cmd).context("the static build of the images' binaries failed")?;
+        let dir = util::target_dir().join(MUSL).join("release");
+        Ok(Binaries {
+            graceful: dir.join("graceful"),
+            wait: dir.join("graceful-wait"),
+            stand_in: dir.join("graceful-stand-in"),
+        })
+    }
+}
+
+fn labels(pairs: &[(&str, String)]) -> BTreeMap<String, String> {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+}
+
+fn strs(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+fn passwd(rootfs: &mut Rootfs, users: &[(&str, u32)]) {
+    let mut passwd = String::from("root:x:0:0:root:/root:/bin/sh\n");
+    let mut group = String::from("root:x:0:\n");
+    for (u, id) in users {
+        passwd += &format!("{u}:x:{id}:{id}:{u}:/nonexistent:/usr/sbin/nologin\n");
+        group += &format!("{u}:x:{id}:\n");
+    }
+    passwd += "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
+    group += "nogroup:x:65534:\n";
+    rootfs
+        .file("/etc/passwd", passwd, 0o644)
+        .file("/etc/group", group, 0o644);
+    rootfs.dir("/tmp", 0o1777).dir("/root", 0o700);
+}
+
+fn agent(bins: &Binaries) -> anyhow::Result<(Image<'static>, Rootfs)> {
+    let mut r = Rootfs::new();
+    r.copy(&bins.graceful, "/graceful", 0o755)?
+        .copy(&bins.wait, "/graceful-wait", 0o755)?;
+    Ok((
+        Image {
+            name: AGENT,
+            entrypoint: strs(&["/graceful", "daemon"]),
+            cmd: vec![],
+            stop_signal: None,
+            labels: labels(&[
+                ("org.opencontainers.image.title", "graceful".into()),
+                (
+                    "org.opencontainers.image.description",
+                    "graceful node agent: times each pod's SIGTERM from its real TCP traffic".into(),
+                ),
+                ("org.opencontainers.image.licenses", "Apache-2.0".into()),
+            ]),
+        },
+        r,
+    ))
+}
+
+/// The pause image's name: `localhost/pause:<the tree's pause tag>`.
+pub fn pause_ref(kube: &Kube) -> String {
+    format!("localhost/pause:{}", kube.pause_version)
+}
+
+fn pause<'a>(kube: &Kube, name: &'a str) -> anyhow::Result<(Image<'a>, Rootfs)> {
+    let mut r = Rootfs::new();
+    r.copy(&kube.bin("pause"), "/pause", 0o755)?;
+    Ok((
+        Image {
+            name,
+            entrypoint: strs(&["/pause"]),
+            cmd: vec![],
+            stop_signal: None,
+            labels: labels(&[(
+                "graceful.dev/built-from",
+                format!(
+                    "kubernetes v{} build/pause/linux/pause.c (pause {})",
+                    kube.version, kube.pause_version
+                ),
+            )]),
+        },
+        r,
+    ))
+}
+
+fn busybox() -> anyhow::Result<(Image<'static>, Rootfs)> {
+    let mut r = Rootfs::new();
+    r.busybox(APPLETS)?;
+    passwd(&mut r, &[]);
+    Ok((
+        Image {
+            name: BUSYBOX,
+            entrypoint: vec![],
+            cmd: strs(&["sh"]),
+            stop_signal: None,
+            labels: labels(&[("graceful.dev/debian-package", debian_label("busybox-static")?)]),
+        },
+        r,
+    ))
+}
+
+fn debian_label(pkg: &str) -> anyhow::Result<String> {
+    Ok(format!("{pkg} {}", debian::installed_version(pkg)?))
+}
+
+/// nginx as the upstream image lays it out: `nginx -g 'daemon off;'`,
+/// `/etc/nginx/conf.d/*.conf`, logs to stdout and stderr, SIGQUIT to stop
+/// gracefully (finish open requests, then exit).
+fn nginx() -> anyhow::Result<(Image<'static>, Rootfs)> {
+    let mut r = Rootfs::new();
+    r.program(Path::new("/usr/sbin/nginx"))?.busybox(APPLETS)?;
+    passwd(&mut r, &[("nginx", 101)]);
+    r.copy(Path::new("/etc/nginx/mime.types"), "/etc/nginx/mime.types", 0o644)?
+        .file("/etc/nginx/nginx.conf", NGINX_CONF, 0o644)
+        .file("/etc/nginx/conf.d/default.conf", NGINX_DEFAULT, 0o644)
+        .file(
+            "/usr/share/nginx/html/index.html",
+            "<!DOCTYPE html>\n<title>nginx</title>\n<p>nginx on a graceful test node.</p>\n",
+            0o644,
+        )
+        .symlink("/var/log/nginx/access.log", "/dev/stdout")
+        .symlink("/var/log/nginx/error.log", "/dev/stderr")
+        // Debian's build keeps its temp paths under /var/lib/nginx.
+        .dir("/var/lib/nginx", 0o755)
+        .dir("/run", 0o755)
+        .symlink("/var/run", "/run");
+    Ok((
+        Image {
+            name: NGINX,
+            entrypoint: vec![],
+            cmd: strs(&["nginx", "-g", "daemon off;"]),
+            stop_signal: Some("SIGQUIT"),
+            labels: labels(&[("graceful.dev/debian-package", debian_label("nginx-light")?)]),
+        },
+        r,
+    ))
+}
+
+const NGINX_CONF: &str = r#"user  nginx;
+worker_processes  auto;
+error_log  /var/log/nginx/error.log notice;
+pid        /var/run/nginx.pid;
+
+events {
+    worker_connections  1024;
+}
+
+http {
+    include       /etc/nginx/mime.types;
+    default_type  application/octet-stream;
+    log_format  main  '$remote_addr - $remote_user [$time_local] "$request" '
+                      '$status $body_bytes_sent "$http_referer" '
+                      '"$http_user_agent" "$http_x_forwarded_for"';
+    access_log  /var/log/nginx/access.log  main;
+    sendfile        on;
+    keepalive_timeout  65;
+    include /etc/nginx/conf.d/*.conf;
+}
+"#;
+
+const NGINX_DEFAULT: &str = r#"server {
+    listen       80;
+    server_name  localhost;
+    location / {
+        root   /usr/share/nginx/html;
+        index  index.html index.htm;
+    }
+}
+"#;
+
+/// HAProxy as the upstream image runs it: master-worker, in the
+/// foreground, `/usr/local/etc/haproxy/haproxy.cfg`, SIGUSR1 to stop softly.
+fn haproxy() -> anyhow::Result<(Image<'static>, Rootfs)> {
+    let mut r = Rootfs::new();
+    r.program(Path::new("/usr/sbin/haproxy"))?.busybox(APPLETS)?;
+    passwd(&mut r, &[("haproxy", 99)]);
+    r.dir("/usr/local/etc/haproxy", 0o755)
+        .dir("/var/lib/haproxy", 0o755)
+        .dir("/run", 0o755);
+    Ok((
+        Image {
+            name: HAPROXY,
+            entrypoint: vec![],
+            cmd: strs(&["haproxy", "-W", "-db", "-f", "/usr/local/etc/haproxy/haproxy.cfg"]),
+            stop_signal: Some("SIGUSR1"),
+            labels: labels(&[("graceful.dev/debian-package", debian_label("haproxy")?)]),
+        },
+        r,
+    ))
+}
+
+/// `graceful-stand-in ROLE` as an image of that role; busybox beside it
+/// for hooks that need a shell.
+fn stand_in(
+    bins: &Binaries,
+    name: &'static str,
+    role: &str,
+    plays: &str,
+) -> anyhow::Result<(Image<'static>, Rootfs)> {
+    let mut r = Rootfs::new();
+    r.busybox(APPLETS)?.copy(&bins.stand_in, "/stand-in", 0o755)?;
+    passwd(&mut r, &[]);
+    Ok((
+        Image {
+            name,
+            entrypoint: strs(&["/stand-in", role]),
+            cmd: vec![],
+            stop_signal: None,
+            labels: labels(&[("graceful.dev/plays", plays.to_string())]),
+        },
+        r,
+    ))
+}
+
+/// Every image, written to `target/cluster/images` and imported unless
+/// containerd holds it already. Returns the id of the agent's image.
+pub fn import(paths: &Paths, bins: &Binaries, kube: &Kube) -> anyhow::Result<String> {
+    let pause_name = pause_ref(kube);
+    let images = [
+        agent(bins)?,
+        pause(kube, &pause_name)?,
+        busybox()?,
+        nginx()?,
+        haproxy()?,
+        stand_in(
+            bins,
+            MESH_PROXY,
+            "mesh-proxy",
+            "a mesh proxy such as Envoy: exits at once on SIGTERM",
+        )?,
+        stand_in(
+            bins,
+            POLICY_ENGINE,
+            "policy-engine",
+            "a policy engine such as OPA: drains its requests on SIGTERM",
+        )?,
+        stand_in(
+            bins,
+            WAF_AGENT,
+            "waf-agent",
+            "a WAF agent (SPOA) such as coraza-spoa beside HAProxy",
+        )?,
+        stand_in(
+            bins,
+            TEST_APP,
+            "app",
+            "an HTTP app that records when SIGTERM arrives",
+        )?,
+    ];
+    let held = held(paths, kube)?;
+    let mut agent_id = String::new();
+    for (image, rootfs) in &images {
+        let file = paths
+            .images()
+            .join(format!("{}.tar", image.name.replace(['/', ':'], "_")));
+        let id = archive::write(image, rootfs, &file)?;
+        if image.name == AGENT {
+            agent_id = id.clone();
+        }
+        if held.get(image.name) == Some(&id) {
+            println!(
+                "{:<10} {:<34} {}",
+                "ok",
+                format!("image {}", image.name),
+                &id[..12]
+            );
+            fs::remove_file(&file)?;
+            continue;
+        }
+        util::output(ctr(paths, kube).args(["images", "import"]).arg(&file))
+            .with_context(|| format!("importing {}", image.name))?;
+        fs::remove_file(&file)?;
+        println!(
+            "{:<10} {:<34} {}",
+            "imported",
+            format!("image {}", image.name),
+            &id[..12]
+        );
+    }
+    Ok(agent_id)
+}
+
+/// containerd's own client (built with it), on the node's socket, in the
+/// namespace the kubelet's runtime uses.
+pub fn ctr(paths: &Paths, kube: &Kube) -> Command {
+    let mut c = Command::new(kube.bin("ctr"));
+    c.arg("--address")
+        .arg(paths.containerd_sock())
+        .args(["--namespace", "k8s.io"]);
+    c
+}
+
+/// Image name → config digest (the image id), of what containerd holds.
+fn held(paths: &Paths, kube: &Kube) -> anyhow::Result<BTreeMap<String, String>> {
+    let out = util::output(ctr(paths, kube).args(["images", "ls"]))?;
+    let mut map = BTreeMap::new();
+    for line in out.lines().skip(1) {
+        let Some(name) = line.split_whitespace().next() else {
+            continue;
+        };
+        if name.starts_with("sha256:") {
+            continue;
+        }
+        if let Ok(id) = config_digest(paths, kube, name) {
+            map.insert(name.to_string(), id);
+        }
+    }
+    Ok(map)
+}
+
+/// The config digest of image `name`, as the CRI reports image ids.
+fn config_digest(paths: &Paths, kube: &Kube, name: &str) -> anyhow::Result<String> {
+    let out = util::output(
+        ctr(paths, kube)
+            .args(["images", "ls", &format!("name=={name}")])
+            .arg("-q"),
+    )?;
+    anyhow::ensure!(out.lines().any(|l| l.trim() == name), "{name} is not held");
+    // `ctr images ls` names the manifest digest; the id is the config's,
+    // which the CRI lists as the image's id.
+    let manifest = util::output(
+        ctr(paths, kube)
+            .args(["content", "get"])
+            .arg(image_digest(paths, kube, name)?),
+    )?;
+    let v: serde_json::Value = serde_json::from_str(&manifest)?;
+    v["config"]["digest"]
+        .as_str()
+        .and_then(|d| d.strip_prefix("sha256:"))
+        .map(str::to_string)
+        .context("a manifest without a config digest")
+}
+
+fn image_digest(paths: &Paths, kube: &Kube, name: &str) -> anyhow::Result<String> {
+    let out = util::output(ctr(paths, kube).args(["images", "ls", &format!("name=={name}")]))?;
+    out.lines()
+        .skip(1)
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.first() == Some(&name)).then(|| f.get(2).map(|s| s.to_string()))?
+        })
+        .context("ctr images ls shows no digest")
+}

@@ -1,0 +1,44 @@
+//! The host's kubectl, pointed at the cluster.
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+};
+
+use xtask::util;
+
+pub struct Kubectl {
+    kubeconfig: PathBuf,
+}
+
+impl Kubectl {
+    pub fn new(kubeconfig: &Path) -> Kubectl {
+        Kubectl {
+            kubeconfig: kubeconfig.to_path_buf(),
+        }
+    }
+
+    pub fn cmd(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new("kubectl");
+        cmd.arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(["--request-timeout", "10s"])
+            .args(args)
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    /// Its stdout; an error with its stderr if it fails.
+    pub fn text(&self, args: &[&str]) -> anyhow::Result<String> {
+        util::output(&mut self.cmd(args))
+    }
+
+    /// Whether it succeeds (its output is dropped).
+    pub fn ok(&self, args: &[&str]) -> bool {
+        self.cmd(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+}
