@@ -145,7 +145,11 @@ pub struct SockOwner {
     /// The [`Filter::generation`] whose tally counts this connection, so a
     /// connection is tallied once per drain however often it is matched.
     pub ignored_generation: u8,
-    pub _pad: [u8; 4],
+    /// On a note (role 0) while `control::RECOUNT` is set: 1 once this
+    /// install counts the socket, which the sock_ops program flagged
+    /// (see `control::RECOUNT`). (Was padding in layout 1, always zero.)
+    pub recounted: u8,
+    pub _pad: [u8; 3],
 }
 
 /// Per-cgroup figures. All times are CLOCK_MONOTONIC nanoseconds (`bpf_ktime_get_ns`).
@@ -214,6 +218,17 @@ pub mod control {
     /// programs look a cgroup up there only while this is set, so a node
     /// with nothing draining pays no lookup per connection for it.
     pub const WATCHING: u32 = 2;
+    /// The maps are new (a first install, a reinstall after `graceful
+    /// uninstall`, pins lost or replaced) while sockets that an earlier
+    /// install's sock_ops program flagged may still live: flagged, so no
+    /// program of ours counts them from the start, and their counts went
+    /// with the earlier maps. While the bit is set, a flagged socket whose
+    /// note does not say `recounted` has no count in these maps; whichever
+    /// sees it first, the adoption iterator or its next state change,
+    /// counts it as its state stands and marks it, and every count this
+    /// install makes of a flagged socket marks it too. The agent clears the
+    /// bit after a pass over every network namespace.
+    pub const RECOUNT: u32 = 4;
 }
 
 /// Watch flags (values of the watch map).

@@ -20,11 +20,11 @@ use core::ffi::c_void;
 use aya_ebpf::helpers::generated::{
     bpf_get_socket_cookie, bpf_seq_write, bpf_setsockopt, bpf_skc_to_tcp_sock,
 };
-use graceful_common::{role, stat, tcp, watch, SockOwner};
+use graceful_common::{control, role, stat, tcp, watch, SockOwner};
 
 use crate::{
     counters, filter,
-    maps::{bump, ADOPT},
+    maps::{bump, control, ADOPT},
     sock, sockops, state,
 };
 
@@ -61,11 +61,19 @@ pub extern "C" fn adopt_tcp(ctx: *mut IterTcp) -> i32 {
     };
     let seq = unsafe { (*(*ctx).meta).seq };
     // Flagged: the sock_ops program counts it, exactly; storage left on it
-    // is stale. Only a drain's exclusions may need to look at it.
+    // is stale. Only a drain's exclusions may need to look at it, and,
+    // with maps newer than its flag, its count (`control::RECOUNT`).
     let flags = sock::ops_flags(sk);
     if !state::tracks_new() && flags & sockops::COUNTED != 0 {
         if sock::owner(sk).is_some() {
             sock::forget(sk);
+        }
+        if control(control::RECOUNT) {
+            if !sock::recounted(sk) && recount(sk, state, flags) {
+                mark(seq, b'c');
+            }
+        } else {
+            sock::unmark_recounted(sk);
         }
         if flags & sockops::INBOUND != 0 && tcp::is_live(state) {
             reclassify_counted(sk);
@@ -91,7 +99,8 @@ pub extern "C" fn adopt_tcp(ctx: *mut IterTcp) -> i32 {
         };
         // One byte of output per socket seen with storage: `s`, or `r` if
         // it was repaired; `h` for one repaired and then handed over to
-        // the sock_ops program. The agent counts them.
+        // the sock_ops program (and `c` above, for a flagged socket
+        // recounted). The agent counts them.
         match (repaired, kept) {
             (false, true) => mark(seq, b's'),
             (true, true) => mark(seq, b'r'),
@@ -182,6 +191,32 @@ fn hand_over(sk: *mut c_void, state: u32, role_: u8) -> bool {
             sockops::open(owner, role_, sk);
         }
     }
+    sockops::mark_recounted(sk);
+    true
+}
+
+/// Counts a socket that an earlier install's sock_ops program flagged and
+/// these maps never counted (`control::RECOUNT`), as its state stands, the
+/// way that program counts: a listener in LISTEN, a connection in a live
+/// state with the role its flags say. Returns whether it counted it.
+#[inline(always)]
+fn recount(sk: *mut c_void, state: u32, flags: u32) -> bool {
+    let Some(owner) = sock::cgroup_id(sk) else {
+        return false;
+    };
+    if state == tcp::LISTEN {
+        counters::listener(owner, true);
+    } else if tcp::is_live(state) {
+        let role_ = if flags & sockops::INBOUND != 0 {
+            role::INBOUND
+        } else {
+            role::OUTBOUND
+        };
+        sockops::open(owner, role_, sk);
+    } else {
+        return false;
+    }
+    sockops::mark_recounted(sk);
     true
 }
 

@@ -145,6 +145,42 @@ pub fn note_or_create(sk: *mut c_void) -> Option<&'static mut SockOwner> {
     storage(&NOTES, sk, BPF_SK_STORAGE_GET_F_CREATE.into())
 }
 
+/// Whether this install counts the flagged socket `sk` (its note says
+/// so; see `control::RECOUNT`).
+#[inline(always)]
+pub fn recounted(sk: *mut c_void) -> bool {
+    note_of(sk).is_some_and(|n| n.recounted != 0)
+}
+
+/// Notes that this install counts the flagged socket `sk`. Returns false
+/// if the note could not be made.
+#[inline(always)]
+pub fn mark_recounted(sk: *mut c_void) -> bool {
+    match note_or_create(sk) {
+        Some(n) => {
+            n.recounted = 1;
+            true
+        }
+        None => false,
+    }
+}
+
+/// Drops the recount mark of `sk` once `control::RECOUNT` is clear, and
+/// the note with it if nothing else is noted there.
+#[inline(always)]
+pub fn unmark_recounted(sk: *mut c_void) {
+    let Some(n) = note_of(sk) else {
+        return;
+    };
+    if n.recounted == 0 {
+        return;
+    }
+    n.recounted = 0;
+    if n.role == 0 && n.ignored == 0 && n.ignored_generation == 0 {
+        unsafe { bpf_sk_storage_delete(NOTES.as_ptr(), sk) };
+    }
+}
+
 /// The sock_ops callback flags of the TCP socket `tp` (see `sockops.rs`);
 /// 0 when unknown.
 #[inline(always)]

@@ -167,6 +167,7 @@ fn listening(ctx: &SockOpsContext) {
     if !counted {
         counters::listener(owner, true);
     }
+    mark_recounted(sk);
 }
 
 /// `connect()`: the socket is in SYN_SENT, and is counted when it
@@ -197,8 +198,12 @@ fn accepted(ctx: &SockOpsContext) {
     flag(ctx, ctx.cb_flags() | COUNTED | INBOUND);
     // Live already: its change came before any flag (not on the kernels
     // graceful runs on, which call this in SYN_RECV).
-    if !counted && tcp::is_live(now) {
+    let live = tcp::is_live(now);
+    if !counted && live {
         open(owner, role::INBOUND, sk);
+    }
+    if counted || live {
+        mark_recounted(sk);
     }
 }
 
@@ -221,6 +226,7 @@ fn connected(ctx: &SockOpsContext) {
     if !counted {
         open(owner, role::OUTBOUND, sk);
     }
+    mark_recounted(sk);
 }
 
 /// A counted socket changes state from `old` to `new`.
@@ -248,11 +254,31 @@ fn changed(ctx: &SockOpsContext, old: u32, new: u32) {
     } else {
         role::OUTBOUND
     };
+    if control(control::RECOUNT) && !sock::recounted(sk) {
+        // Flagged by an earlier install, and not yet counted by this one
+        // (see `control::RECOUNT`): its count here is 0, so only a change
+        // into a live state counts it, as its state now stands.
+        if !listener && is {
+            open(owner, role_, sk);
+            mark_recounted(sk);
+        }
+        return;
+    }
     if is {
         open(owner, role_, sk);
     } else {
         let ignored = role_ == role::INBOUND && left_out(sk);
         counters::close(owner, role_, ignored);
+    }
+}
+
+/// While `control::RECOUNT` is set: notes that this install counts `sk`,
+/// flagged, as its state stands (every count of a flagged socket calls
+/// this, so a socket without the mark has no count in these maps).
+#[inline(always)]
+pub fn mark_recounted(sk: *mut c_void) {
+    if control(control::RECOUNT) && !sock::mark_recounted(sk) {
+        bump(stat::STORAGE_FAILED);
     }
 }
 

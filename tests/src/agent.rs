@@ -237,6 +237,19 @@ impl Agent {
         }
     }
 
+    /// Stops the agent, then `graceful uninstall` on its pin directory, as
+    /// an operator's reinstall does: the next [`Agent::start`] makes new
+    /// maps in the same place.
+    pub fn uninstall(&mut self) {
+        self.stop();
+        let out = graceful(&self.pin_dir, &["uninstall"]);
+        assert!(
+            out.status.success(),
+            "graceful uninstall: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }

@@ -46,6 +46,11 @@ pub struct Report {
     /// there are none.
     #[serde(default)]
     pub storage: u64,
+    /// Sockets an earlier install's sock_ops program flagged and counted in
+    /// maps that are gone (a reinstall, lost pins), counted again here
+    /// (see `control::RECOUNT`).
+    #[serde(default)]
+    pub recounted: u64,
     pub elapsed_ms: u64,
 }
 
@@ -116,19 +121,23 @@ pub struct Walked {
     pub repaired: u64,
     /// Sockets with storage, the repaired ones included.
     pub storage: u64,
+    /// Flagged sockets that these maps had not counted, counted now.
+    pub recounted: u64,
 }
 
 impl std::ops::AddAssign for Walked {
     fn add_assign(&mut self, o: Walked) {
         self.repaired += o.repaired;
         self.storage += o.storage;
+        self.recounted += o.recounted;
     }
 }
 
 /// Walks every socket of an opened iterator. The program writes one byte
 /// per socket it saw with storage: `s`, `r` for one it repaired, `h` for
 /// one it repaired and handed over to the sock_ops program (no storage
-/// left).
+/// left); and `c` for a flagged socket it counted for these maps
+/// (`control::RECOUNT`).
 pub(super) fn walk(mut file: File) -> std::io::Result<Walked> {
     let mut sink = Vec::new();
     file.read_to_end(&mut sink)?;
@@ -136,6 +145,7 @@ pub(super) fn walk(mut file: File) -> std::io::Result<Walked> {
     Ok(Walked {
         repaired: count(b'r') + count(b'h'),
         storage: count(b's') + count(b'r'),
+        recounted: count(b'c'),
     })
 }
 
@@ -192,6 +202,7 @@ pub fn adopt_all(ebpf: &mut Ebpf) -> Result<Report, AdoptError> {
         report.offered += offered;
         report.repaired += walked.repaired;
         report.storage = walked.storage;
+        report.recounted += walked.recounted;
         debug!(pass, offered, storage = walked.storage, "adoption pass done");
     }
     report.namespaces_failed = failed.len();
@@ -207,9 +218,16 @@ pub fn adopt_all(ebpf: &mut Ebpf) -> Result<Report, AdoptError> {
         offered = report.offered,
         repaired = report.repaired,
         storage = report.storage,
+        recounted = report.recounted,
         elapsed_ms = report.elapsed_ms,
         "adopted pre-existing sockets"
     );
+    if report.recounted > 0 {
+        info!(
+            sockets = report.recounted,
+            "counted the connections and listeners that an earlier install counted in pinned maps that are gone (`graceful uninstall`, lost or replaced pins)"
+        );
+    }
     Ok(report)
 }
 

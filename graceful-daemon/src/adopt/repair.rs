@@ -33,6 +33,9 @@ pub struct Repair {
     pub repaired: u64,
     /// Sockets the state programs count (see [`super::pass::Walked`]).
     pub storage: u64,
+    /// Flagged sockets counted for maps that lacked them (see
+    /// `control::RECOUNT`): those of a namespace the first pass missed.
+    pub recounted: u64,
     pub elapsed: Duration,
 }
 
@@ -61,6 +64,12 @@ impl Repairer {
         let kernel = self.kernel.clone();
         let pass = blocking(move || repair(&kernel, &netns::scan_netns().namespaces)).await;
         let pass = self.account(pass, "node");
+        if let Some(r) = pass.as_ref().filter(|r| r.recounted > 0) {
+            info!(
+                sockets = r.recounted,
+                "counted connections that an earlier install counted in maps now gone, in namespaces the adoption could not walk"
+            );
+        }
         if let Some(r) = &pass {
             self.state_programs
                 .after_pass(r.storage, r.namespaces_failed == 0);
@@ -137,6 +146,7 @@ fn repair(kernel: &Kernel, namespaces: &[NetNs]) -> Result<Repair, AdoptError> {
             Ok(w) => {
                 report.repaired += w.repaired;
                 report.storage += w.storage;
+                report.recounted += w.recounted;
             }
             Err(e) => {
                 debug!(ns = ns.inode, error = %e, "repair iterator failed");

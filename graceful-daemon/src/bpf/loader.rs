@@ -186,6 +186,13 @@ pub fn attach(pins: &PinDir, opts: &AttachOptions) -> Result<Attached, LoadError
         Design::Tracepoint => (load(pins, &offsets, true, reused_maps)?, Design::Tracepoint),
         Design::SockOps => {
             let mut ebpf = load(pins, &offsets, false, reused_maps)?;
+            if !reused_maps {
+                // New maps: sockets an earlier install flagged may live,
+                // counted in maps that are gone. Set before the sock_ops
+                // program runs, so that it never uncounts one of them
+                // that these maps never counted (see `control::RECOUNT`).
+                Control::open(pins)?.set(control::RECOUNT, true)?;
+            }
             if !link_path.exists() {
                 // The state programs are about to count the sockets with
                 // storage (adopted ones, an older design's): the sock_ops

@@ -14,6 +14,11 @@
 //!    the iterator cannot reach: closed, not hashed, and so uncounted) is
 //!    taken over by the sock_ops program if it connects again, which is
 //!    exactly what it does once the bit is clear.
+//!
+//! The same complete pass ends a recount (`control::RECOUNT`, set by the
+//! loader on maps it created): by then the iterator has counted every
+//! flagged socket that an earlier install had counted in maps now gone,
+//! so the sock_ops program stops looking for the mark.
 
 use std::{path::PathBuf, sync::Arc};
 
@@ -48,9 +53,23 @@ impl StatePrograms {
         if !complete {
             return;
         }
+        if let Err(e) = self.end_recount() {
+            warn!(error = %e, "cannot end the recount; the sock_ops program keeps looking for its marks, at a small cost");
+        }
         if let Err(e) = self.retire_if_idle(counted) {
             warn!(error = %e, "cannot detach the state programs; they stay attached, at their cost");
         }
+    }
+
+    /// Clears `control::RECOUNT` if set: a complete pass has counted every
+    /// flagged socket these maps lacked.
+    fn end_recount(&self) -> Result<(), MapError> {
+        let mut c = Control::open(&self.pins)?;
+        if c.get()? & control::RECOUNT != 0 {
+            c.set(control::RECOUNT, false)?;
+            info!("recount done: every network namespace was walked, and every connection an earlier install counted is counted here");
+        }
+        Ok(())
     }
 
     /// Whether any of them is still attached.

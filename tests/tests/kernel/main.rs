@@ -27,6 +27,7 @@ mod nested;
 mod one_agent;
 mod pods;
 mod preexisting;
+mod reinstall;
 mod repair;
 mod restart;
 mod rollout;
