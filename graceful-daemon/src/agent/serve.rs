@@ -90,6 +90,7 @@ pub async fn serve(
             count_terminations(t.subscribe(), recorder.clone()),
         );
     }
+    let events = kube.as_ref().map(|k| k.events.clone());
     let pod_api = kube.as_ref().map(|k| PodApi {
         store: k.store.clone(),
         events: k.events.clone(),
@@ -209,6 +210,14 @@ pub async fn serve(
     }
     if let Some((_, ctx)) = &http_gate {
         hold_http_drains(ctx, settings.stop_hold, &mut term, &mut int).await;
+    }
+    // The Events of the drains released last (a stopping agent's last
+    // act for their pods).
+    if let Some(events) = &events {
+        let left = events.flush(Duration::from_secs(2)).await;
+        if left > 0 {
+            warn!(events = left, "stopping with Events still being posted; they are lost");
+        }
     }
     let left = tasks.shutdown(STOP_LIMIT).await;
     if !left.is_empty() {

@@ -56,10 +56,7 @@ impl PodApi {
         let Some(pod) = self.pod_ref(uid) else {
             return;
         };
-        let poster = self.events.clone();
-        tokio::spawn(async move {
-            let _ = poster.post_event(&pod, reason, &message, warning).await;
-        });
+        self.events.post_later(pod, reason, message, warning);
     }
 
     /// A Warning Event listing what was wrong with a drain's settings.

@@ -497,9 +497,7 @@ impl Actor {
             };
             let (reason, message, warning) =
                 (outcome.event_reason(), r.message(), outcome != Outcome::Drained);
-            tokio::spawn(async move {
-                let _ = poster.post_event(&pod, reason, &message, warning).await;
-            });
+            poster.post_later(pod, reason, message, warning);
         }
         let _ = self.reports.send(r);
     }

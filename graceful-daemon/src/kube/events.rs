@@ -54,6 +54,17 @@ pub struct EventPoster {
     client: Arc<Mutex<Option<Client>>>,
     node: String,
     timeout: Duration,
+    /// Posts started by [`EventPoster::post_later`] and not yet done.
+    pending: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// One post counted in [`EventPoster::pending`] until it ends.
+struct Pending(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
 }
 
 impl EventPoster {
@@ -62,6 +73,32 @@ impl EventPoster {
             client: Arc::default(),
             node,
             timeout,
+            pending: Arc::default(),
+        }
+    }
+
+    /// Posts in the background; a stopping agent waits for it
+    /// ([`EventPoster::flush`]), so a drain it released still gets its Event.
+    pub fn post_later(&self, pod: PodRef, reason: &'static str, message: String, warning: bool) {
+        self.pending.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        let guard = Pending(self.pending.clone());
+        let me = self.clone();
+        tokio::spawn(async move {
+            let _ = me.post_event(&pod, reason, &message, warning).await;
+            drop(guard);
+        });
+    }
+
+    /// Waits, at most `limit`, for the posts in the background to end;
+    /// returns how many were still going.
+    pub async fn flush(&self, limit: Duration) -> usize {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let n = self.pending.load(std::sync::atomic::Ordering::Acquire);
+            if n == 0 || tokio::time::Instant::now() >= deadline {
+                return n;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
 

@@ -27,11 +27,13 @@ fn a_rolling_update_behind_a_service_five_ways() {
         by(Mode::None).load.failed > 0,
         "without a hook nothing was dropped: the test no longer shows the race it exists for"
     );
-    // Both sleeps hold every pod their 15 s, whatever its traffic.
+    // Both sleeps hold every pod their 15 s, whatever its traffic. Timed
+    // from the deletion as the test's own watch saw it, which may come up
+    // to a few tens of milliseconds after the kubelet's (14.99 s seen once).
     for mode in [Mode::Sleep, Mode::SleepAction] {
         for t in &by(mode).terminations {
             assert!(
-                t.exited_s >= 15.0,
+                t.exited_s >= 14.9,
                 "{}: {mode} ended after {:.2} s",
                 t.pod,
                 t.exited_s
