@@ -13,6 +13,8 @@
 //! - [`api`]: the local API, `/metrics` included;
 //! - [`memcg`]: the agent's memory budget, which grows with the node's sockets;
 //! - [`drain`]: the drains: settings, engine, table and reports;
+//! - [`handover`]: a new agent takes over the listeners and held hooks of
+//!   the running one, and nothing is cut;
 //! - [`agent`]: the node agent, which starts and owns every task;
 //! - [`cli`]: the `graceful` command line.
 pub mod adopt;
@@ -24,6 +26,7 @@ pub mod cli;
 pub mod drain;
 pub mod duration;
 pub mod gate;
+pub mod handover;
 pub mod http_conn;
 pub mod httpgate;
 pub mod kernel;

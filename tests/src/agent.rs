@@ -48,6 +48,9 @@ pub struct Agent {
     /// Its open-file limit (soft and hard), where a test sets one.
     pub nofile: Option<u64>,
     child: Option<Child>,
+    /// Handed the node over to a successor: dropped, it stops its retired
+    /// process and leaves the pins, gate and API socket to the successor.
+    handed_over: bool,
 }
 
 /// The local API socket of the agent of `pin_dir`: beside its log.
@@ -91,6 +94,7 @@ impl Agent {
             cgroup: None,
             nofile: None,
             child: None,
+            handed_over: false,
         }
     }
 
@@ -99,6 +103,29 @@ impl Agent {
         let mut a = Agent::new();
         a.gate_dir = Some(std::env::temp_dir().join(crate::unique("gate")));
         a
+    }
+
+    /// A second agent for the same node: the same pins, gate directory,
+    /// API socket and arguments, its own log; not started. Started while
+    /// this one runs, it takes the node over (see `graceful::handover`).
+    pub fn successor(&self) -> Agent {
+        let name = crate::unique("successor");
+        Agent {
+            pin_dir: self.pin_dir.clone(),
+            log: std::env::temp_dir().join(format!("{name}.log")),
+            gate_dir: self.gate_dir.clone(),
+            daemon_args: self.daemon_args.clone(),
+            cgroup: None,
+            nofile: None,
+            child: None,
+            handed_over: false,
+        }
+    }
+
+    /// This agent handed the node over (see [`Agent::successor`]): what
+    /// it leaves is its successor's (see [`Drop`]).
+    pub fn handed_over(&mut self) {
+        self.handed_over = true;
     }
 
     /// The gate socket.
@@ -202,7 +229,9 @@ impl Agent {
     /// once it exits (within a minute).
     pub fn second(&self, pin_dir: &Path) -> Output {
         let mut cmd = Command::new(graceful_bin());
-        cmd.args(["daemon", "--api-addr", "127.0.0.1:0"]);
+        // Not a successor: one that would take the node over is
+        // `handover.rs`'s.
+        cmd.args(["daemon", "--api-addr", "127.0.0.1:0", "--handover", "off"]);
         if let Some(g) = &self.gate_dir {
             cmd.arg("--gate-dir").arg(g);
         }
@@ -325,6 +354,12 @@ impl Default for Agent {
 impl Drop for Agent {
     fn drop(&mut self) {
         self.stop();
+        if self.handed_over {
+            if !std::thread::panicking() {
+                let _ = std::fs::remove_file(&self.log);
+            }
+            return;
+        }
         let out = graceful(&self.pin_dir, &["uninstall"]);
         if !out.status.success() {
             eprintln!(

@@ -150,6 +150,16 @@ impl Scene {
     /// [`Scene::new`], with `node` (a namespace path) as the node's
     /// namespace for the agent instead of `net.a`.
     pub fn with_node(annotations: Value, node: Option<&str>) -> Scene {
+        Scene::build(annotations, node, false)
+    }
+
+    /// [`Scene::new`], with the agent's gate directory too (a handover
+    /// needs it).
+    pub fn with_gate_dir(annotations: Value) -> Scene {
+        Scene::build(annotations, None, true)
+    }
+
+    fn build(annotations: Value, node: Option<&str>, gate_dir: bool) -> Scene {
         let rt = tokio::runtime::Runtime::new().unwrap();
         let pod = SimPod::create(1);
         let net = VethPair::create();
@@ -158,7 +168,11 @@ impl Scene {
         let app_port = app.listen("0.0.0.0:0", "echo-close");
         let api = rt.block_on(FakeApi::start());
         api.push_list(Reply::list(list(&[pod_object(&pod, annotations)])));
-        let mut agent = Agent::new();
+        let mut agent = if gate_dir {
+            Agent::with_gate()
+        } else {
+            Agent::new()
+        };
         with_api(&mut agent, &api);
         let node = node.unwrap_or(net.a.path()).to_string();
         agent.daemon_args.extend(["--node-netns".into(), node]);

@@ -8,8 +8,14 @@ use tracing::warn;
 /// The gate socket's name in the gate directory.
 pub const SOCKET: &str = "gate.sock";
 
-/// Puts `graceful-wait` and the gate socket in `dir`.
-pub fn open(dir: &Path, wait_bin: Option<PathBuf>) -> anyhow::Result<tokio::net::UnixListener> {
+/// Puts `graceful-wait` and the gate socket in `dir`: the socket bound
+/// anew, or the one a handover brought (`handed`), bound by the previous
+/// agent and with its queued connections.
+pub fn open(
+    dir: &Path,
+    wait_bin: Option<PathBuf>,
+    handed: Option<std::os::fd::OwnedFd>,
+) -> anyhow::Result<tokio::net::UnixListener> {
     std::fs::create_dir_all(dir)
         .map_err(|e| anyhow::anyhow!("cannot create gate directory {}: {e}", dir.display()))?;
     let src = match wait_bin {
@@ -26,6 +32,11 @@ pub fn open(dir: &Path, wait_bin: Option<PathBuf>) -> anyhow::Result<tokio::net:
         None => {
             warn!(dir = %dir.display(), "graceful-wait not found beside the agent (use --wait-bin): pods cannot run the hook from the gate directory")
         }
+    }
+    if let Some(fd) = handed {
+        let l = std::os::unix::net::UnixListener::from(fd);
+        l.set_nonblocking(true)?;
+        return Ok(tokio::net::UnixListener::from_std(l)?);
     }
     let sock = dir.join(SOCKET);
     Ok(crate::gate::listener::bind(&sock)?)

@@ -27,9 +27,12 @@ use crate::{
         retire::StatePrograms,
     },
     cgroupfs::Hierarchy,
-    kernel,
+    handover, kernel,
     kube::KubeArgs,
 };
+use takeover::claim_or_take;
+
+mod takeover;
 
 pub mod budget;
 pub mod claim;
@@ -53,6 +56,8 @@ pub struct Settings {
     pub repin_interval: Duration,
     /// How long a SIGTERM'd agent serves on while httpGet drains run.
     pub stop_hold: Duration,
+    /// Take over from a running agent, and hand over to a successor.
+    pub handover: bool,
     pub gate_dir: Option<PathBuf>,
     /// Where the node's addresses are read, for the httpGet gate's peers.
     pub node_netns: PathBuf,
@@ -70,8 +75,13 @@ pub fn run(pins: &PinDir, api_socket: &Path, settings: Settings) -> anyhow::Resu
     let hier = Hierarchy::discover()?;
     // Before anything is attached or bound: a second agent changes nothing.
     loader::prepare_pin_dir(pins)?;
+    // This pod handed the node over, and its container was restarted.
+    let pins_held = matches!(claim::pins_held(pins), Ok(Some(_)));
+    if settings.handover && handover::retire::handed_over(api_socket, pins_held) {
+        return handover::retire::run(api_socket, &settings.api_addr, false);
+    }
     let gate_socket = settings.gate_dir.as_ref().map(|d| d.join(gate_dir::SOCKET));
-    let claim = claim::take(pins, api_socket, gate_socket.as_deref())?;
+    let (claim, inherited) = claim_or_take(pins, api_socket, gate_socket.as_deref(), &settings)?;
     let opts = AttachOptions {
         replace_incompatible: settings.replace_incompatible_pins,
         counting: settings.counting,
@@ -119,6 +129,7 @@ pub fn run(pins: &PinDir, api_socket: &Path, settings: Settings) -> anyhow::Resu
         adoption,
         api_socket,
         settings,
+        inherited,
     ));
     // Blocking work still running (a repair pass over a large node) is not
     // waited for past the bound: its results would have nowhere to go.

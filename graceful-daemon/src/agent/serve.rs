@@ -26,6 +26,7 @@ use crate::{
         terminations::{Outcome, TerminationReport, Terminations},
     },
     gate::{listener::Socket, server},
+    handover::{self, held::Registry, retire, take::Inherited},
     httpgate::{gates::Gates, server::Ctx},
     metrics::Recorder,
     node_addrs::NodeAddrs,
@@ -51,6 +52,7 @@ pub async fn serve(
     adoption: AdoptReport,
     api_socket: &Path,
     settings: Settings,
+    inherited: Option<Inherited>,
 ) -> anyhow::Result<()> {
     use tokio::signal::unix::{signal, SignalKind};
     // Before anything else, and long before "ready": a SIGTERM that came
@@ -121,10 +123,20 @@ pub async fn serve(
     // together whichever way they come.
     let limits = Limits::for_nofile(nofile);
     let shares = Shares::new(limits);
+    // What a handover carries, registered as the servers go.
+    let registry = Registry::new();
+    let mut inherited = inherited;
     let mut gate = None;
     if let Some(dir) = &settings.gate_dir {
-        let listener = gate_dir::open(dir, settings.wait_bin.clone())?;
-        info!(gate = %dir.join(gate_dir::SOCKET).display(), "drain gate listening");
+        let handed = inherited.as_mut().and_then(|i| i.gate.take());
+        let listener = gate_dir::open(dir, settings.wait_bin.clone(), handed)?;
+        let path = dir.join(gate_dir::SOCKET);
+        if let Err(e) =
+            registry.gate_listener(&path.display().to_string(), std::os::fd::AsFd::as_fd(&listener))
+        {
+            warn!(error = %e, "a handover would not carry the gate's listener");
+        }
+        info!(gate = %path.display(), "drain gate listening");
         info!(
             connections = limits.total,
             per_pod = limits.per_caller,
@@ -134,7 +146,13 @@ pub async fn serve(
         gate = Some(socket.clone());
         tasks.spawn(
             "gate",
-            server::serve(listener, socket, drainer.clone(), shares.clone()),
+            server::serve(
+                listener,
+                socket,
+                drainer.clone(),
+                shares.clone(),
+                registry.clone(),
+            ),
         );
     }
     let http_gate = kube.as_ref().and_then(|k| {
@@ -146,9 +164,17 @@ pub async fn serve(
             &hier,
             &drainer,
             &shares,
+            &registry,
+            inherited
+                .as_mut()
+                .map(|i| std::mem::take(&mut i.http))
+                .unwrap_or_default(),
         )
     });
-    let http_gates = http_gate.as_ref().map(|(listening, _)| listening.clone());
+    if let Some(i) = inherited {
+        resume(i, &drainer, &registry, http_gate.as_ref());
+    }
+    let http_gates = http_gate.as_ref().map(|g| g.listening.clone());
     let node = Arc::new(Node {
         pins: pins.clone(),
         index: watcher.resolver().shared(),
@@ -171,6 +197,16 @@ pub async fn serve(
     let api_shares = Shares::new(Limits::api_for_nofile(nofile));
     start_api(&mut tasks, &settings.api_addr, api_socket, api, api_shares).await?;
     info!("ready");
+    if let Some(dir) = settings.gate_dir.as_ref().filter(|_| settings.handover) {
+        let plan = retire::Plan {
+            api_socket: api_socket.to_path_buf(),
+            api_addr: settings.api_addr.clone(),
+            pins: pins.clone(),
+        };
+        if let Err(e) = handover::give::spawn(registry.clone(), pins.clone(), dir, plan) {
+            error!("{e:#}: a successor cannot take over from this agent (its hooks would be held for --stop-hold, then fail open)");
+        }
+    }
     let mut short = None;
     budget::check(&mut short);
     let mut gc = tokio::time::interval(settings.gc_interval);
@@ -208,15 +244,30 @@ pub async fn serve(
             }
         }
     }
-    if let Some((_, ctx)) = &http_gate {
-        hold_http_drains(ctx, settings.stop_hold, &mut term, &mut int).await;
+    retire::STOPPING.store(true, std::sync::atomic::Ordering::Release);
+    if let Some(g) = &http_gate {
+        hold_http_drains(&g.ctx, settings.stop_hold, &mut term, &mut int).await;
     }
     // The Events of the drains released last (a stopping agent's last
     // act for their pods).
     if let Some(events) = &events {
         let left = events.flush(Duration::from_secs(2)).await;
         if left > 0 {
-            warn!(events = left, "stopping with Events still being posted; they are lost");
+            warn!(
+                events = left,
+                "stopping with Events still being posted; they are lost"
+            );
+        }
+    }
+    // The Events of the drains released last (a stopping agent's last
+    // act for their pods).
+    if let Some(events) = &events {
+        let left = events.flush(Duration::from_secs(2)).await;
+        if left > 0 {
+            warn!(
+                events = left,
+                "stopping with Events still being posted; they are lost"
+            );
         }
     }
     let left = tasks.shutdown(STOP_LIMIT).await;
@@ -229,11 +280,20 @@ pub async fn serve(
     Ok(())
 }
 
+/// The httpGet gate once started: its open listeners' count, what its
+/// drains share, and the namespaces of the pods a handover brought.
+struct HttpGate {
+    listening: Arc<AtomicUsize>,
+    ctx: Arc<Ctx>,
+    namespaces: Vec<(String, crate::adopt::netns::NetNs)>,
+}
+
 /// Starts the httpGet gate's listeners (pods opt in through the API's
 /// annotations, so only with the API). Without the node's namespace the
 /// gate cannot tell the kubelet from anyone: one line, and the agent goes
 /// on with the exec gate alone. Once on: the count of its open listeners,
 /// and what its drains share.
+#[allow(clippy::too_many_arguments)]
 fn start_http_gate(
     tasks: &mut Tasks,
     kube: &crate::kube::Kube,
@@ -242,14 +302,22 @@ fn start_http_gate(
     hier: &Hierarchy,
     drainer: &Arc<Drainer>,
     shares: &Arc<Shares>,
-) -> Option<(Arc<AtomicUsize>, Arc<Ctx>)> {
+    registry: &Arc<Registry>,
+    inherited: Vec<handover::take::HttpListener>,
+) -> Option<HttpGate> {
     info!(node_addresses = ?node.current(), "httpGet gate on: pods opt in with graceful.dev/gate: http");
     let ctx = Arc::new(Ctx {
         drainer: drainer.clone(),
         shares: shares.clone(),
         node,
         in_flight: AtomicUsize::new(0),
+        registry: registry.clone(),
     });
+    // Each handed-over pod's namespace, for its held hooks.
+    let namespaces = inherited
+        .iter()
+        .filter_map(|l| Some((l.uid.clone(), l.netns.try_clone().ok()?)))
+        .collect();
     let gates = Gates::new(
         kube.store.clone(),
         watcher.resolver().shared(),
@@ -258,11 +326,46 @@ fn start_http_gate(
         ctx.clone(),
     );
     let listening = gates.listening();
+    gates.inherit(inherited);
     tasks.spawn(
         "http gate",
         gates.run(kube.store.subscribe(), watcher.resolver().subscribe()),
     );
-    Some((listening, ctx))
+    Some(HttpGate {
+        listening,
+        ctx,
+        namespaces,
+    })
+}
+
+/// Serves every hook the previous agent held, each from its own start.
+fn resume(inherited: Inherited, drainer: &Arc<Drainer>, registry: &Arc<Registry>, http: Option<&HttpGate>) {
+    let paused_ms = (graceful_common::clock::monotonic_ns().saturating_sub(inherited.paused_ns)) as f64 / 1e6;
+    info!(
+        exec_hooks = inherited.exec_hooks.len(),
+        http_hooks = inherited.http_hooks.len(),
+        since_pause_ms = paused_ms,
+        "handover: serving the hooks the previous agent held"
+    );
+    for (hook, fd) in inherited.exec_hooks {
+        tokio::spawn(crate::gate::resume::exec(
+            drainer.clone(),
+            registry.clone(),
+            hook,
+            fd,
+        ));
+    }
+    for (hook, fd) in inherited.http_hooks {
+        let Some(HttpGate { ctx, namespaces, .. }) = http else {
+            warn!(pod = %hook.pod, "handover: an httpGet hook came, and this agent has no httpGet gate (no Kubernetes API): it fails open");
+            continue;
+        };
+        let netns = namespaces
+            .iter()
+            .find(|(uid, _)| *uid == hook.pod)
+            .and_then(|(_, ns)| ns.try_clone().ok());
+        tokio::spawn(crate::httpgate::resume::http(ctx.clone(), netns, hook, fd));
+    }
 }
 
 /// A stopping agent serves on (every task still runs) while httpGet

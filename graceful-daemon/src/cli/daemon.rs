@@ -48,6 +48,13 @@ pub struct Args {
     /// `0s`: stop at once.
     #[arg(long, default_value = "20s", value_parser = crate::duration::parse)]
     pub stop_hold: Duration,
+    /// `on`: an agent that starts where another runs on the same pins (the
+    /// DaemonSet's surge pod, a restart beside the old process) takes over
+    /// its listeners and held hooks through the gate directory, and this
+    /// agent hands them to its own successor; nothing is cut. `off`: it
+    /// does neither; a second agent refuses to start, as before.
+    #[arg(long, env = "GRACEFUL_HANDOVER", value_enum, default_value_t = Handover::On)]
+    pub handover: Handover,
     /// The time an app needs after SIGTERM to finish: a drain's default
     /// deadline is the pod's grace period less this.
     #[arg(long, env = "GRACEFUL_SHUTDOWN_BUDGET", default_value = "5s", value_parser = crate::duration::parse)]
@@ -79,6 +86,7 @@ impl From<Args> for agent::Settings {
             repair_interval: a.repair_interval,
             repin_interval: a.repin_interval,
             stop_hold: a.stop_hold,
+            handover: a.handover == Handover::On,
             gate_dir: a.gate_dir,
             node_netns: a.node_netns,
             shutdown_budget: a.shutdown_budget,
@@ -88,6 +96,13 @@ impl From<Args> for agent::Settings {
             kube: a.kube,
         }
     }
+}
+
+/// `--handover`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Handover {
+    On,
+    Off,
 }
 
 /// `--api-addr`: `off`, or an IP address and port (`127.0.0.1:9464`,

@@ -56,6 +56,16 @@ pub enum Command {
     /// Print the command reference as Markdown (what docs/cli.md holds).
     #[command(name = "__reference", hide = true)]
     Reference,
+    /// What an agent becomes once it has handed the node over (see
+    /// `handover::retire`): it holds nothing and waits for its pod's end.
+    #[command(name = "__retired", hide = true)]
+    Retired {
+        #[arg(long, default_value = "off")]
+        api_addr: String,
+        /// The agent had been told to stop: exit at once.
+        #[arg(long)]
+        stopping: bool,
+    },
 }
 
 impl Cli {
@@ -88,6 +98,9 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Reference => {
             print!("{}", reference::markdown());
             Ok(0)
+        }
+        Command::Retired { api_addr, stopping } => {
+            crate::handover::retire::run(&cli.api_socket, &api_addr, stopping)
         }
     }
 }

@@ -6,8 +6,10 @@
 //! - [`api`]: what the socket accepts and answers;
 //! - [`identity`]: who is calling (SO_PEERCRED → pod, container);
 //! - [`listener`]: its socket, bound and kept bound;
-//! - [`server`]: the HTTP/1.1 server and its two routes.
+//! - [`server`]: the HTTP/1.1 server and its two routes;
+//! - [`resume`]: a held hook handed over by the previous agent, answered.
 pub mod api;
 pub mod identity;
 pub mod listener;
+pub mod resume;
 pub mod server;

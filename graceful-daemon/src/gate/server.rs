@@ -2,7 +2,11 @@
 //! answered as the caller it comes from. Bad requests get a 4xx and one
 //! line of JSON; nothing a client sends can stop others' drains.
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    os::fd::{AsFd as _, OwnedFd},
+    sync::Arc,
+    time::Duration,
+};
 
 use bytes::Bytes;
 use graceful_api::{clip, MAX_ECHO};
@@ -22,6 +26,10 @@ use crate::{
         drainer::Drainer,
         scope::{Refusal, Subject},
     },
+    handover::{
+        held::{Admission, Registry},
+        wire::{ExecHook, Record},
+    },
     http_conn,
     reply::{error, json, line_bytes, ndjson, Body},
     share::Shares,
@@ -36,17 +44,23 @@ pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// caller's share ([`share`](super::share)); past it, or while the agent
 /// cannot tell who is calling, the caller is told so at once and the
 /// connection closes, so a flood holds no descriptor for long.
+/// While a handover runs, it accepts nothing (the connections wait in the
+/// listener's queue, which the successor takes over).
 pub async fn serve(
     mut listener: UnixListener,
     socket: Arc<Socket>,
     drainer: Arc<Drainer>,
     shares: Arc<Shares>,
+    registry: Arc<Registry>,
 ) {
     let mut ours = listener::inode(&socket.path);
     let mut look = tokio::time::interval(LOOK_EVERY);
+    let mut accepting = registry.accepting();
     loop {
+        let on = *accepting.borrow_and_update();
         let stream = tokio::select! {
-            accepted = listener.accept() => match accepted {
+            _ = accepting.changed() => continue,
+            accepted = listener.accept(), if on => match accepted {
                 Ok((s, _)) => s,
                 Err(e) => {
                     warn!(error = %e, "gate accept failed");
@@ -87,12 +101,29 @@ pub async fn serve(
                 continue;
             }
         };
-        let (drainer, shares) = (drainer.clone(), shares.clone());
+        // Its place in a handover: admitted until its drain is held, and a
+        // descriptor of its own to hand over while it is.
+        let admission = registry.admit();
+        let conn = match stream.as_fd().try_clone_to_owned() {
+            Ok(fd) => Some(Arc::new(fd)),
+            Err(e) => {
+                warn!(error = %e, "gate: cannot keep a descriptor of a connection; its drain cannot be handed over");
+                None
+            }
+        };
+        let (drainer, shares, registry) = (drainer.clone(), shares.clone(), registry.clone());
         tokio::spawn(async move {
+            let a = admission.clone();
             http_conn::serve(stream, "gate", move |req| {
-                handle(drainer.clone(), shares.clone(), who.clone(), req)
+                let conn = Conn {
+                    fd: conn.clone(),
+                    registry: registry.clone(),
+                    admission: a.clone(),
+                };
+                handle(drainer.clone(), shares.clone(), who.clone(), conn, req)
             })
             .await;
+            drop(admission);
             drop(ticket);
         });
     }
@@ -135,10 +166,18 @@ fn keep_bound(socket: &Socket, ours: &mut u64) -> Option<UnixListener> {
     }
 }
 
+/// A connection's place in a handover (see `handover::held`).
+struct Conn {
+    fd: Option<Arc<OwnedFd>>,
+    registry: Arc<Registry>,
+    admission: Arc<Admission>,
+}
+
 async fn handle(
     drainer: Arc<Drainer>,
     shares: Arc<Shares>,
     who: Result<Caller, IdentityError>,
+    conn: Conn,
     req: Request<hyper::body::Incoming>,
 ) -> Response<Body> {
     let caller = match who {
@@ -149,7 +188,7 @@ async fn handle(
         }
     };
     match (req.method(), req.uri().path()) {
-        (&Method::POST, "/v1/drain") => drain(drainer, shares, caller, req).await,
+        (&Method::POST, "/v1/drain") => drain(drainer, shares, caller, conn, req).await,
         (&Method::GET, "/v1/self") => self_view(&drainer, caller),
         (_, "/v1/drain" | "/v1/self") => error(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -168,7 +207,7 @@ async fn handle(
 /// The drain's subject: the caller's pod and container, and (for a drain)
 /// its network namespace, open now: the hook runs in the pod's, and waits
 /// for the answer.
-fn subject(caller: Caller, netns: bool) -> Subject {
+pub(crate) fn subject(caller: Caller, netns: bool) -> Subject {
     Subject {
         netns: netns
             .then(|| NetNs::open(format!("/proc/{}/ns/net", caller.pid)).ok())
@@ -230,6 +269,7 @@ async fn drain(
     drainer: Arc<Drainer>,
     shares: Arc<Shares>,
     caller: Caller,
+    conn: Conn,
     req: Request<hyper::body::Incoming>,
 ) -> Response<Body> {
     // What bounds the start the request claims (see `bounded_start`).
@@ -247,16 +287,36 @@ async fn drain(
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
     let pod = caller.pod.clone();
+    let hook = ExecHook {
+        pod: caller.pod.clone(),
+        container: caller.container.clone(),
+        pid: caller.pid as u32,
+        request: String::from_utf8_lossy(&body).into_owned(),
+        arrived_ns,
+    };
     let prepared = match drainer.prepare(subject(caller, true), &r, arrived_ns) {
         Ok(p) => p,
         Err(r) => return refused(r),
     };
+    // Held from here: a handover carries it, and only the agent that
+    // releases it answers.
+    let hold = conn.fd.as_ref().and_then(|fd| {
+        conn.registry
+            .hold(Record::ExecHook(hook), fd.as_fd(), &conn.admission)
+            .map_err(|e| warn!(pod = %pod, error = %e, "gate: cannot register a held hook; a handover would not carry it"))
+            .ok()
+    });
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(64);
     let _ = tx.try_send(line_bytes(&Line::Accepted(Box::new(prepared.accepted.clone()))));
     tokio::spawn(async move {
         let _ticket = ticket;
         let progress_tx = tx.clone();
+        let open = conn.registry.clone();
         let run = drainer.run(prepared, move |p| {
+            // Frozen for a handover: the successor writes from here.
+            if !open.answering() {
+                return;
+            }
             let line = Line::Progress {
                 ms: p.ms,
                 inbound: p.inbound,
@@ -270,6 +330,9 @@ async fn drain(
                 return;
             }
         };
+        if let Some(h) = hold {
+            h.release().await;
+        }
         match result {
             // The hook first: its release is what the pod waits for.
             Ok(released) => {

@@ -9,6 +9,7 @@
 
 use std::{
     collections::{HashMap, HashSet},
+    os::fd::AsFd as _,
     sync::{
         atomic::{AtomicUsize, Ordering},
         Arc, Mutex, RwLock,
@@ -31,6 +32,7 @@ use super::{
 };
 use crate::{
     cgroupfs::Hierarchy,
+    handover::take::HttpListener,
     kube::{EventPoster, PodEvent, PodInfo, PodRef, PodStore},
     resolver::index::{Change, PodIndex},
     sync,
@@ -47,6 +49,9 @@ pub struct Gates {
     ctx: Arc<Ctx>,
     state: Mutex<State>,
     listening: Arc<AtomicUsize>,
+    /// Listeners the previous agent handed over, by pod uid, until each
+    /// pod's first pass takes its own (or drops it: the pod is gone).
+    inherited: Mutex<HashMap<String, HttpListener>>,
 }
 
 #[derive(Default)]
@@ -93,7 +98,17 @@ impl Gates {
             ctx,
             state: Mutex::default(),
             listening: Arc::default(),
+            inherited: Mutex::default(),
         })
+    }
+
+    /// The listeners a handover brought: each pod's connections keep
+    /// waiting in it until its pass serves it, so no hook is refused.
+    pub fn inherit(&self, listeners: Vec<HttpListener>) {
+        let mut inh = sync::lock(&self.inherited);
+        for l in listeners {
+            inh.insert(l.uid.clone(), l);
+        }
     }
 
     /// How many listeners are open now.
@@ -148,6 +163,7 @@ impl Gates {
                     uids.extend(st.refused.keys().cloned());
                     uids.extend(st.failing.keys().cloned());
                 }
+                uids.extend(sync::lock(&self.inherited).keys().cloned());
                 for uid in uids {
                     self.reconcile(&uid);
                 }
@@ -168,6 +184,11 @@ impl Gates {
             }
             _ => {
                 self.close(uid, "the pod is gone, finished or not opted in");
+                // A handed-over listener waits for the store's first list:
+                // its pod may only be missing because nothing is listed yet.
+                if self.store.listed() {
+                    sync::lock(&self.inherited).remove(uid);
+                }
                 let mut st = sync::lock(&self.state);
                 st.refused.remove(uid);
                 st.failing.remove(uid);
@@ -195,7 +216,25 @@ impl Gates {
             }
         }
         self.close(uid, "its port or network namespace changed");
-        let listener = match bind::listen_in(&ns, port) {
+        let inherited = sync::lock(&self.inherited)
+            .remove(uid)
+            .filter(|h| h.port == port && (h.netns.dev, h.netns.inode) == (ns.dev, ns.inode));
+        let listener = match inherited {
+            Some(h) => {
+                info!(pod = %pod.key(), uid, port, "httpGet gate: serving the listener handed over");
+                let l = std::net::TcpListener::from(h.listener);
+                match l.set_nonblocking(true) {
+                    Ok(()) => Ok(l),
+                    Err(e) => Err(BindError::Other {
+                        port,
+                        origin: "handover".into(),
+                        source: e,
+                    }),
+                }
+            }
+            None => bind::listen_in(&ns, port),
+        };
+        let listener = match listener {
             Ok(l) => l,
             Err(e @ BindError::Taken(_)) => return self.refuse(&pod, e.to_string()),
             Err(e) => {
@@ -217,6 +256,13 @@ impl Gates {
             }
         };
         let netns = (ns.dev, ns.inode);
+        if let Err(e) =
+            self.ctx
+                .registry
+                .http_listener(uid, &pod.key(), port, listener.as_fd(), ns.fd.as_fd())
+        {
+            warn!(pod = %pod.key(), error = %e, "httpGet gate: a handover would not carry this listener");
+        }
         info!(pod = %pod.key(), uid, port, netns = ns.inode, "httpGet gate listening");
         let gate = Arc::new(Gate::new(uid.to_string(), pod.key(), port, ns));
         let task = tokio::spawn(server::serve(listener, gate, self.ctx.clone()));
@@ -230,6 +276,7 @@ impl Gates {
     fn close(&self, uid: &str, why: &str) {
         let mut st = sync::lock(&self.state);
         if let Some(o) = st.open.remove(uid) {
+            self.ctx.registry.http_closed(uid);
             info!(uid, port = o.port, "httpGet gate closed: {why}");
         }
         self.listening.store(st.open.len(), Ordering::Relaxed);

@@ -13,7 +13,8 @@
 //! - [`bind`]: a listener bound inside it;
 //! - [`gates`]: the listeners, opened and closed with their pods;
 //! - [`server`]: one listener's connections, and `GET /drain`; the only
-//!   peers it admits are the node's own addresses ([`crate::node_addrs`]).
+//!   peers it admits are the node's own addresses ([`crate::node_addrs`]);
+//! - [`resume`]: a held hook handed over by the previous agent, answered.
 //!
 //! The agent's sockets are created by its own threads, so they belong to
 //! its cgroup: neither the listener nor the kubelet's hook connection is
@@ -22,6 +23,7 @@
 pub mod bind;
 pub mod gates;
 pub mod optin;
+pub mod resume;
 pub mod sandbox;
 pub mod server;
 

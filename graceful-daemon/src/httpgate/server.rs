@@ -6,6 +6,7 @@
 
 use std::{
     net::SocketAddr,
+    os::fd::{AsFd as _, OwnedFd},
     sync::{
         atomic::{AtomicUsize, Ordering},
         Arc, Mutex,
@@ -23,6 +24,10 @@ use crate::{
     adopt::netns::NetNs,
     drain::{drainer::Drainer, scope::Subject},
     gate::server::refused,
+    handover::{
+        held::{Admission, Registry},
+        wire::{HttpHook, Record},
+    },
     http_conn,
     reply::{error, json, Body},
     share::Shares,
@@ -36,13 +41,15 @@ pub struct Ctx {
     pub node: Arc<NodeAddrs>,
     /// Drains whose hook waits now: a stopping agent finishes them first.
     pub in_flight: AtomicUsize,
+    /// What a handover carries: the listeners and held hooks.
+    pub registry: Arc<Registry>,
 }
 
 /// One drain counted in [`Ctx::in_flight`] while it runs.
-struct InFlight<'a>(&'a AtomicUsize);
+pub(super) struct InFlight<'a>(&'a AtomicUsize);
 
 impl<'a> InFlight<'a> {
-    fn new(n: &'a AtomicUsize) -> InFlight<'a> {
+    pub(super) fn new(n: &'a AtomicUsize) -> InFlight<'a> {
         n.fetch_add(1, Ordering::AcqRel);
         InFlight(n)
     }
@@ -124,9 +131,12 @@ impl Drop for Stranger {
 /// once the gate is closed.
 pub async fn serve(listener: TcpListener, gate: Arc<Gate>, ctx: Arc<Ctx>) {
     let mut conns = JoinSet::new();
+    let mut accepting = ctx.registry.accepting();
     loop {
+        let on = *accepting.borrow_and_update();
         let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
+            _ = accepting.changed() => continue,
+            accepted = listener.accept(), if on => match accepted {
                 Ok(a) => a,
                 Err(e) => {
                     warn!(pod = %gate.pod, error = %e, "httpGet gate accept failed");
@@ -171,12 +181,16 @@ pub async fn serve(listener: TcpListener, gate: Arc<Gate>, ctx: Arc<Ctx>) {
                 continue;
             }
         };
+        let admission = ctx.registry.admit();
+        let conn = stream.as_fd().try_clone_to_owned().ok().map(Arc::new);
         let (gate, ctx) = (gate.clone(), ctx.clone());
         conns.spawn(async move {
+            let a = admission.clone();
             http_conn::serve(stream, "http gate", move |req| {
-                handle(gate.clone(), ctx.clone(), req)
+                handle(gate.clone(), ctx.clone(), (conn.clone(), a.clone()), req)
             })
             .await;
+            drop(admission);
             drop(ticket);
         });
     }
@@ -184,7 +198,12 @@ pub async fn serve(listener: TcpListener, gate: Arc<Gate>, ctx: Arc<Ctx>) {
 
 const USAGE: &str = "GET /drain?policy=drained&max=25s (a preStop httpGet hook)";
 
-async fn handle(gate: Arc<Gate>, ctx: Arc<Ctx>, req: Request<hyper::body::Incoming>) -> Response<Body> {
+async fn handle(
+    gate: Arc<Gate>,
+    ctx: Arc<Ctx>,
+    (conn, admission): (Option<Arc<OwnedFd>>, Arc<Admission>),
+    req: Request<hyper::body::Incoming>,
+) -> Response<Body> {
     // What bounds the drain's start (see the drainer's `bounded_start`).
     let arrived_ns = graceful_common::clock::monotonic_ns();
     let started_unix_ms = SystemTime::now()
@@ -235,6 +254,13 @@ async fn handle(gate: Arc<Gate>, ctx: Arc<Ctx>, req: Request<hyper::body::Incomi
         Ok(t) => t,
         Err(busy) => return error(StatusCode::TOO_MANY_REQUESTS, busy.to_string()),
     };
+    let hook = HttpHook {
+        pod: gate.uid.clone(),
+        container: container.clone(),
+        query: req.uri().query().unwrap_or("").to_string(),
+        arrived_ns,
+        started_unix_ms,
+    };
     let who = Subject {
         pod: gate.uid.clone(),
         container,
@@ -244,12 +270,30 @@ async fn handle(gate: Arc<Gate>, ctx: Arc<Ctx>, req: Request<hyper::body::Incomi
         Ok(p) => p,
         Err(r) => return refused(r),
     };
+    // Held from here: a handover carries it, and only the agent that
+    // releases it answers.
+    let hold = conn.as_ref().and_then(|fd| {
+        ctx.registry
+            .hold(Record::HttpHook(hook), fd.as_fd(), &admission)
+            .map_err(|e| warn!(pod = %gate.pod, error = %e, "httpGet gate: cannot register a held hook; a handover would not carry it"))
+            .ok()
+    });
     // Dropped with the connection (the kubelet gave up): the drain is
     // abandoned, as a hook that goes away abandons it on the socket.
     let counted = InFlight::new(&ctx.in_flight);
     let result = ctx.drainer.clone().run(prepared, |_| {}).await;
+    if let Some(h) = hold {
+        h.release().await;
+    }
     drop(counted);
     drop(ticket);
+    respond(result)
+}
+
+/// A held hook's answer: the report, or the drain's error.
+pub(crate) fn respond(
+    result: Result<crate::drain::publish::Released, crate::bpf::MapError>,
+) -> Response<Body> {
     match result {
         Ok(released) => {
             let resp = json(StatusCode::OK, &released.report);

@@ -170,6 +170,12 @@ impl PodStore {
         *self.state.borrow()
     }
 
+    /// Whether a list has filled the store once: until then a pod missing
+    /// from it may simply not be listed yet.
+    pub fn listed(&self) -> bool {
+        self.ever_connected.load(Ordering::Relaxed)
+    }
+
     /// Follows [`state`](Self::state).
     pub fn watch_state(&self) -> watch::Receiver<ApiState> {
         self.state.subscribe()

@@ -28,6 +28,10 @@ pub const NODE_NETNS: &str = "/run/netns/graceful-node";
 pub const NODE_IP: &str = "10.201.0.1";
 pub const AGENT_NAMESPACE: &str = "graceful-system";
 pub const AGENT_SELECTOR: &str = "app.kubernetes.io/name=graceful";
+/// The node's containerd (lab/src/cluster/mod.rs, `Paths::containerd_sock`).
+pub const CONTAINERD_SOCK: &str = "/run/graceful-cluster/containerd.sock";
+/// The agent's image, as deploy/base names it and the cluster imports it.
+pub const AGENT_IMAGE: &str = concat!("docker.io/graceful/agent:", env!("CARGO_PKG_VERSION"));
 /// Image names the cluster imports (lab/src/cluster/images.rs).
 pub const TEST_APP_IMAGE: &str = "localhost/graceful-test/app:0.1.0";
 pub const BUSYBOX_IMAGE: &str = "localhost/busybox:bookworm";
@@ -151,6 +155,53 @@ impl Cluster {
         let mut a = vec!["-n", AGENT_NAMESPACE, "exec", "ds/graceful", "--", "/graceful"];
         a.extend(args);
         self.kubectl_cmd(&a).output().expect("kubectl exec")
+    }
+
+    /// `ctr images <args>` in the node's containerd (the kubelet's `k8s.io`
+    /// namespace): tag, remove.
+    pub fn images(&self, args: &[&str]) {
+        let out = Command::new("ctr")
+            .args(["--address", CONTAINERD_SOCK, "-n", "k8s.io", "images"])
+            .args(args)
+            .output()
+            .expect("ctr (the node's programs come first on PATH)");
+        assert!(
+            out.status.success(),
+            "ctr images {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Rolls the agent's DaemonSet to `image` and waits for the rollout:
+    /// the node's one agent pod is then the new one, ready.
+    pub fn roll_agent_to(&self, image: &str) -> String {
+        let before = self.agent_pod(60);
+        self.kubectl(&[
+            "-n",
+            AGENT_NAMESPACE,
+            "set",
+            "image",
+            "ds/graceful",
+            &format!("agent={image}"),
+        ]);
+        self.kubectl(&[
+            "-n",
+            AGENT_NAMESPACE,
+            "rollout",
+            "status",
+            "ds/graceful",
+            "--timeout=180s",
+        ]);
+        crate::wait_for(120, "the old agent pod to be gone", || {
+            let pods = self.json(&["-n", AGENT_NAMESPACE, "get", "pods", "-l", AGENT_SELECTOR]);
+            let names: Vec<&str> = pods["items"]
+                .as_array()?
+                .iter()
+                .filter_map(|p| p["metadata"]["name"].as_str())
+                .collect();
+            (!names.contains(&before.as_str()) && names.len() == 1).then_some(())
+        });
+        self.agent_pod(60)
     }
 
     /// The agent pod's name, once exactly one is ready.

@@ -18,7 +18,7 @@ use crate::gate::{deleted_with_clients, events_by, held_until_the_last_close, wa
 /// restricted Pod Security rules: non-root, no privilege escalation, every
 /// capability dropped, the runtime's seccomp profile, no hostPath, and a
 /// hook with no `host`.
-fn http_pod(name: &str, query: &str, grace_s: u32) -> String {
+pub fn http_pod(name: &str, query: &str, grace_s: u32) -> String {
     format!(
         r#"apiVersion: v1
 kind: Pod
@@ -53,7 +53,7 @@ fn kubelet_events(ns: &Namespace, uid: &str) -> Vec<(String, String)> {
 }
 
 /// Waits until the agent listens in the pod's namespace.
-fn wait_gate(cluster: &Cluster, pod: &Pod) {
+pub fn wait_gate(cluster: &Cluster, pod: &Pod) {
     let ns = pod.netns();
     graceful_tests::wait_for(20, "the agent's httpGet gate in the pod's namespace", || {
         graceful_tests::http_hook::listening(&ns, PORT).then_some(())

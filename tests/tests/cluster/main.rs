@@ -9,6 +9,7 @@
 mod agent_pod;
 mod examples;
 mod gate;
+mod handover;
 mod http_gate;
 mod pod_security;
 mod restart;

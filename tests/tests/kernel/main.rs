@@ -18,6 +18,7 @@ mod gate;
 mod gate_scopes;
 mod gate_settings;
 mod gc;
+mod handover;
 mod health;
 mod http_gate;
 mod kube_terminating;

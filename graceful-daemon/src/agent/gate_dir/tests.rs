@@ -52,7 +52,7 @@ fn a_full_disk_names_the_file_and_leaves_no_temporary_copy() {
     let src = std::env::temp_dir().join(format!("graceful-wait-big-{}", std::process::id()));
     std::fs::write(&src, vec![0x7f; 1 << 20]).unwrap();
     let gate = fs.0.join("gate");
-    let e = open(&gate, Some(src.clone())).unwrap_err();
+    let e = open(&gate, Some(src.clone()), None).unwrap_err();
     let _ = std::fs::remove_file(&src);
     let text = format!("{e:#}");
     let tmp = gate.join(".graceful-wait.tmp");

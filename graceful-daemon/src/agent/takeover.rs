@@ -1,0 +1,90 @@
+//! The node's claim, or the node taken over: an agent that finds the pins
+//! held by a live agent asks it for a handover ([`crate::handover`]); once
+//! it has everything, the old agent retires and its locks come free.
+
+use std::{path::Path, time::Duration};
+
+use tracing::{error, info, warn};
+
+use super::{
+    claim::{self, Claim, ClaimError},
+    Settings,
+};
+use crate::{
+    bpf::paths::PinDir,
+    handover::{give, take},
+};
+
+/// How long the retiring agent may take to let its locks go.
+const RELEASE_LIMIT: Duration = Duration::from_secs(10);
+
+/// The claim, and what a handover brought, if one happened.
+pub fn claim_or_take(
+    pins: &PinDir,
+    api_socket: &Path,
+    gate_socket: Option<&Path>,
+    settings: &Settings,
+) -> anyhow::Result<(Claim, Option<take::Inherited>)> {
+    let held = match claim::take(pins, api_socket, gate_socket) {
+        Ok(c) => return Ok((c, None)),
+        Err(e @ ClaimError::Held { .. }) if pins_are(&e, pins) => e,
+        Err(e) => return Err(e.into()),
+    };
+    let Some(dir) = settings.gate_dir.as_ref().filter(|_| settings.handover) else {
+        return Err(held.into());
+    };
+    let socket = give::socket_path(dir);
+    let holder = claim::pins_held(pins).ok().flatten();
+    match take::take(&socket, pins, holder) {
+        Ok(inherited) => {
+            info!(
+                giver = inherited.giver,
+                listeners = inherited.http.len() + usize::from(inherited.gate.is_some()),
+                hooks = inherited.exec_hooks.len() + inherited.http_hooks.len(),
+                "handover: took the node's listeners and held hooks; waiting for the old agent to let its locks go"
+            );
+            // The gate's listener is ours now: no need to ask who answers.
+            let gate = if inherited.gate.is_some() {
+                None
+            } else {
+                gate_socket
+            };
+            let claim = wait_for_claim(pins, api_socket, gate, RELEASE_LIMIT)?;
+            Ok((claim, Some(inherited)))
+        }
+        Err(e) if e.no_giver() => Err(held.into()),
+        Err(e) => {
+            // One line, then today's way: the old agent holds its httpGet
+            // hooks for --stop-hold when it stops, and the node is ours.
+            error!("handover failed: {e}; waiting for the running agent to stop, as without a handover");
+            let claim = wait_for_claim(pins, api_socket, gate_socket, Duration::MAX)?;
+            Ok((claim, None))
+        }
+    }
+}
+
+fn pins_are(e: &ClaimError, pins: &PinDir) -> bool {
+    matches!(e, ClaimError::Held { path, .. } if path == pins.root())
+}
+
+/// Polls for the claim until `limit`.
+fn wait_for_claim(pins: &PinDir, api: &Path, gate: Option<&Path>, limit: Duration) -> anyhow::Result<Claim> {
+    let start = std::time::Instant::now();
+    let mut said = start;
+    loop {
+        match claim::take(pins, api, gate) {
+            Ok(c) => return Ok(c),
+            Err(e @ (ClaimError::Held { .. } | ClaimError::Serving { .. })) => {
+                if start.elapsed() >= limit {
+                    return Err(e.into());
+                }
+                if said.elapsed() >= Duration::from_secs(30) {
+                    warn!("{e}; still waiting");
+                    said = std::time::Instant::now();
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}

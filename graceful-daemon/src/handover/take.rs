@@ -1,0 +1,181 @@
+//! The taker: an agent that starts on a node whose agent still runs (the
+//! DaemonSet's surge pod, a restart beside the old process) asks it for
+//! everything it holds, checks what it gets, and says whether it took it.
+//! Whatever is wrong (another format, a bad frame, a giver that is not
+//! the pins' holder) is refused in one line: the giver serves on, and
+//! this agent waits for the node as an agent did before handovers.
+
+use std::{os::fd::OwnedFd, path::Path, time::Duration};
+
+use tracing::info;
+
+use super::{
+    fds::{self, Channel},
+    peer,
+    wire::{self, Done, ExecHook, Hello, HttpHook, Offer, Record, Verdict, WireError, VERSION},
+};
+use crate::{adopt::netns::NetNs, bpf::paths::PinDir};
+
+/// What the giver held, now this agent's.
+#[derive(Default)]
+pub struct Inherited {
+    pub gate: Option<OwnedFd>,
+    pub http: Vec<HttpListener>,
+    pub exec_hooks: Vec<(ExecHook, OwnedFd)>,
+    pub http_hooks: Vec<(HttpHook, OwnedFd)>,
+    /// When the giver stopped accepting (CLOCK_MONOTONIC ns).
+    pub paused_ns: u64,
+    pub giver: u32,
+}
+
+/// A pod's httpGet listener, with its namespace.
+pub struct HttpListener {
+    pub uid: String,
+    pub pod: String,
+    pub port: u16,
+    pub listener: OwnedFd,
+    pub netns: NetNs,
+}
+
+/// Why nothing was taken.
+#[derive(Debug, thiserror::Error)]
+pub enum TakeError {
+    #[error("no agent offers a handover at {0}")]
+    NoGiver(String),
+    #[error("the handover socket's {what}: {error}")]
+    Io {
+        what: &'static str,
+        error: std::io::Error,
+    },
+    #[error("{0}")]
+    Peer(#[from] peer::PeerError),
+    #[error("the giver's {what} cannot be read: {error}")]
+    Wire { what: &'static str, error: WireError },
+    #[error("the giver closed before its {0}")]
+    Closed(&'static str),
+    #[error("the giver announced {announced} records and sent {sent}")]
+    Count { announced: u32, sent: u32 },
+    #[error("a pod's network namespace came unreadable: {0}")]
+    Netns(std::io::Error),
+}
+
+impl TakeError {
+    /// Whether the giver is simply not there (an agent of a release
+    /// without handovers, or no agent at all).
+    pub fn no_giver(&self) -> bool {
+        matches!(self, TakeError::NoGiver(_))
+    }
+}
+
+fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> TakeError {
+    move |error| TakeError::Io { what, error }
+}
+
+fn wire_err(what: &'static str) -> impl FnOnce(WireError) -> TakeError {
+    move |error| TakeError::Wire { what, error }
+}
+
+/// Takes everything from the agent listening at `socket`; `holder`: who
+/// holds the pin directory's lock, as the caller found it.
+pub fn take(socket: &Path, pins: &PinDir, holder: Option<Option<u32>>) -> Result<Inherited, TakeError> {
+    let chan = match fds::connect(socket) {
+        Ok(c) => c,
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+            ) =>
+        {
+            return Err(TakeError::NoGiver(socket.display().to_string()))
+        }
+        Err(e) => return Err(io("connect")(e)),
+    };
+    chan.set_timeout(Duration::from_secs(10)).map_err(io("timeout"))?;
+    let (uid, pid) = chan.peer().map_err(io("credentials"))?;
+    peer::check_uid(uid)?;
+    peer::check_giver(holder, pid)?;
+    let proof = peer::proof(pins)?;
+    let hello = Hello {
+        version: VERSION,
+        pid: std::process::id(),
+        agent: env!("CARGO_PKG_VERSION").into(),
+    };
+    chan.send(&wire::encode(&hello), &[std::os::fd::AsFd::as_fd(&proof)])
+        .map_err(io("hello"))?;
+    match receive(&chan) {
+        Ok(mut got) => {
+            got.giver = pid;
+            let v = Verdict {
+                version: VERSION,
+                taken: true,
+                why: None,
+            };
+            chan.send(&wire::encode(&v), &[]).map_err(io("verdict"))?;
+            Ok(got)
+        }
+        Err(e) => {
+            // Said to the giver too, which then serves on.
+            let v = Verdict {
+                version: VERSION,
+                taken: false,
+                why: Some(e.to_string()),
+            };
+            let _ = chan.send(&wire::encode(&v), &[]);
+            Err(e)
+        }
+    }
+}
+
+fn receive(chan: &Channel) -> Result<Inherited, TakeError> {
+    let head = chan
+        .recv()
+        .map_err(io("offer"))?
+        .ok_or(TakeError::Closed("offer"))?;
+    let offer: Offer = wire::decode(&head.bytes).map_err(wire_err("offer"))?;
+    info!(giver = offer.pid, agent = %offer.agent, records = offer.records, "handover: taking over");
+    let mut got = Inherited {
+        paused_ns: offer.paused_ns,
+        ..Inherited::default()
+    };
+    let mut sent = 0u32;
+    loop {
+        let f = chan
+            .recv()
+            .map_err(io("record"))?
+            .ok_or(TakeError::Closed("done"))?;
+        if let Ok(done) = wire::decode::<Done>(&f.bytes) {
+            if done.records != offer.records || sent != offer.records {
+                return Err(TakeError::Count {
+                    announced: offer.records,
+                    sent,
+                });
+            }
+            return Ok(got);
+        }
+        let record = wire::decode_record(&f.bytes, f.fds.len()).map_err(wire_err("record"))?;
+        sent += 1;
+        let mut fds = f.fds.into_iter();
+        let mut next = || fds.next().expect("decode_record checked the count");
+        match record {
+            Record::GateListener { .. } => got.gate = Some(next()),
+            Record::HttpListener { uid, pod, port } => {
+                let listener = next();
+                let ns_fd = next();
+                let netns = NetNs::open(format!(
+                    "/proc/self/fd/{}",
+                    std::os::fd::AsRawFd::as_raw_fd(&ns_fd)
+                ))
+                .map_err(TakeError::Netns)?;
+                got.http.push(HttpListener {
+                    uid,
+                    pod,
+                    port,
+                    listener,
+                    netns,
+                });
+            }
+            Record::ExecHook(h) => got.exec_hooks.push((h, next())),
+            Record::HttpHook(h) => got.http_hooks.push((h, next())),
+        }
+    }
+}

@@ -1,0 +1,88 @@
+//! A rolling update of graceful's DaemonSet (surge, `deploy/base` as
+//! shipped) in the middle of two drains, one through each gate: the new
+//! agent takes both held hooks over from the old one, which retires; each
+//! pod's SIGTERM still comes just after its own last client closes, and the
+//! kubelet records no `FailedPreStopHook`. Rolled back, it hands over again.
+
+use graceful_tests::cluster::{pod::Pod, Namespace, AGENT_IMAGE, AGENT_NAMESPACE};
+
+use crate::{
+    gate::{deleted_with_clients, events_by, held_until_the_last_close},
+    http_gate::{http_pod, wait_gate},
+};
+
+#[test]
+fn a_rolling_update_of_the_agent_mid_drain_cuts_no_hook() {
+    let (cluster, _serial) = crate::node();
+    let ns = Namespace::create(&cluster, "handover");
+    let hook = [
+        "--policy", "drained", "--settle", "200ms", "--min", "0s", "--max", "120s",
+    ];
+    ns.apply(&crate::app_pod("exec", Some(&hook), 150));
+    ns.apply(&http_pod(
+        "http",
+        "policy=drained&settle=200ms&min=0s&max=120s",
+        150,
+    ));
+    let exec = Pod::wait_ready(&ns, "app=exec", 1, 60).remove(0);
+    let http = Pod::wait_ready(&ns, "app=http", 1, 60).remove(0);
+    wait_gate(&cluster, &http);
+    let (exec_clients, mut exec_log) = deleted_with_clients(&cluster, &ns, &exec, "exec");
+    let (http_clients, mut http_log) = deleted_with_clients(&cluster, &ns, &http, "http");
+
+    // The upgrade: a new tag of the agent's image, rolled with surge.
+    let next = format!("{AGENT_IMAGE}-next");
+    cluster.images(&["tag", "--force", AGENT_IMAGE, &next]);
+    let old = cluster.agent_pod(10);
+    let new = cluster.roll_agent_to(&next);
+    assert_ne!(new, old);
+    let log = cluster.kubectl(&["-n", AGENT_NAMESPACE, "logs", &new]);
+    assert!(
+        log.contains("serving the hooks the previous agent held")
+            && log.contains("exec_hooks=1 http_hooks=1"),
+        "the new agent did not take both hooks over: {log}"
+    );
+    eprintln!(
+        "{}",
+        log.lines()
+            .find(|l| l.contains("serving the hooks the previous agent held"))
+            .unwrap_or_default()
+    );
+    for (log, what) in [(&mut exec_log, "exec"), (&mut http_log, "http")] {
+        assert_eq!(
+            crate::gate::sigterm_ns(log),
+            None,
+            "{what}: SIGTERM came during the agent's rollout"
+        );
+    }
+
+    held_until_the_last_close(
+        &ns,
+        &exec,
+        exec_clients,
+        &mut exec_log,
+        "exec",
+        "exec hook across a rollout: ",
+    );
+    held_until_the_last_close(
+        &ns,
+        &http,
+        http_clients,
+        &mut http_log,
+        "http",
+        "httpGet hook across a rollout: ",
+    );
+    for pod in [&exec, &http] {
+        let kubelet = events_by(&ns, &pod.uid, "kubelet");
+        assert!(
+            !kubelet.iter().any(|(r, _)| r == "FailedPreStopHook"),
+            "{}: {kubelet:?}",
+            pod.name
+        );
+    }
+
+    // Back to the image as shipped: another handover, with nothing held.
+    let back = cluster.roll_agent_to(AGENT_IMAGE);
+    assert_ne!(back, new);
+    cluster.images(&["rm", &next]);
+}

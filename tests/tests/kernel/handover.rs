@@ -1,0 +1,270 @@
+//! A second agent started where one runs (the DaemonSet's surge pod, a
+//! restart beside the old process) takes the node over: the gate's
+//! listener, each pod's httpGet listener and every held hook. The hooks see
+//! nothing of it: an exec hook's `graceful-wait` does not reconnect, a
+//! kubelet's httpGet hook gets its one answer, each after its own last
+//! close; the counts stay exact. The old agent retires. A peer that is not
+//! this node's agent, or speaks another format, is refused in one line,
+//! and the old agent serves on.
+
+use std::{
+    os::fd::AsFd as _,
+    time::{Duration, Instant},
+};
+
+use graceful::handover::{fds, give, peer, wire};
+use graceful_tests::{
+    agent::Agent,
+    cgroup::Cgroup,
+    gate::{engaged, finish_engaged, hook, wait_draining},
+    http_hook::{get, wait_listening, Scene, PORT},
+    peer::held_connections,
+    pod::SimPod,
+    EVENT_SLACK_MS,
+};
+use serde_json::json;
+
+use crate::{require_root, settle};
+
+/// The first agent's process is the retired one now (it exec'd).
+fn retired(first: &Agent) {
+    let pid = first.pid().unwrap();
+    graceful_tests::wait_for(10, "the old agent to retire", || {
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        String::from_utf8_lossy(&cmd).contains("__retired").then_some(())
+    });
+    let log = first.log_text();
+    assert!(log.contains("this agent retires"), "{log}");
+}
+
+/// The successor's log line: how long after the old agent's pause it
+/// served the held hooks.
+fn since_pause_ms(log: &str) -> f64 {
+    log.lines()
+        .find(|l| l.contains("serving the hooks the previous agent held"))
+        .and_then(|l| l.split("since_pause_ms=").nth(1))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no pause in the successor's log: {log}"))
+}
+
+#[test]
+fn a_successor_takes_a_held_exec_hook_which_never_reconnects() {
+    require_root!();
+    let mut first = Agent::with_gate();
+    first.start();
+    let pod = SimPod::create(1);
+    let lb = Cgroup::unique("lb");
+    let (mut app, _pool) = held_connections(pod.container(0), &lb, 4);
+    let mut child = hook(
+        &first,
+        pod.container(0),
+        &["--min", "0s", "--settle", "100ms", "--max", "30s"],
+    );
+    let stdout = engaged(&mut child);
+
+    let mut second = first.successor();
+    second.start();
+    retired(&first);
+    let pause = since_pause_ms(&second.log_text());
+    eprintln!("the gate paused {pause:.1} ms until the successor served the held hook");
+    if std::env::var_os("GRACEFUL_SHOW_LOG").is_some() {
+        eprintln!("{}", second.log_text());
+    }
+    // The successor counts the same connections, and holds the drain.
+    let views = settle(&second, &[pod.container(0), &lb], &[None]);
+    assert_eq!(views[0].inbound_live, 4, "{views:?}");
+    wait_draining(&second, 1);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the hook ended with its agent"
+    );
+
+    app.cmd("close-in 4 fin");
+    let (report, out) = finish_engaged(child, stdout);
+    assert_eq!(report["reason"], "drained", "{out}");
+    assert!(!out.contains("reconnecting"), "the hook reconnected: {out}");
+    let after = report["after_last_close_ms"].as_u64().unwrap();
+    assert!(
+        (100..=100 + EVENT_SLACK_MS).contains(&after),
+        "released {after} ms after the last close (settle 100 ms): {out}"
+    );
+
+    // A new hook is the successor's, through the gate it took over.
+    let again = hook(&second, pod.container(0), &["--min", "0s", "--max", "10s"]);
+    let (report, out) = graceful_tests::gate::finish(again);
+    assert_eq!(report["reason"], "drained", "{out}");
+    drop(second);
+}
+
+#[test]
+fn a_successor_takes_a_held_http_hook_and_answers_it_once() {
+    require_root!();
+    let mut s = Scene::with_gate_dir(json!({"graceful.dev/gate": "http"}));
+    wait_listening(&s.net.b, PORT, 10);
+    let (_lb, mut clients) = s.clients(2);
+    let gate = s.gate();
+    let mut second = s.agent.successor();
+    let (answer, closed_ns) = std::thread::scope(|t| {
+        let node = &s.net.a;
+        let hook = t.spawn(move || {
+            get(
+                node,
+                gate,
+                "/drain?policy=drained&settle=100ms&min=0s&max=30s",
+                Duration::from_secs(40),
+            )
+        });
+        wait_draining(&s.agent, 1);
+        second.start();
+        retired(&s.agent);
+        eprintln!(
+            "the gate paused {:.1} ms until the successor served the held hook",
+            since_pause_ms(&second.log_text())
+        );
+        wait_draining(&second, 1);
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(
+            !hook.is_finished(),
+            "the hook was answered before its clients closed"
+        );
+        // One connection: the kubelet's, never closed or answered twice.
+        let hook_conns = s.net.b.exec(
+            "ss",
+            &["-Htn", "state", "established", &format!("sport = :{PORT}")],
+        );
+        assert_eq!(hook_conns.lines().count(), 1, "{hook_conns}");
+        clients.cmd("close-out 2 fin");
+        let closed_ns = graceful_tests::monotonic_ns();
+        (hook.join().unwrap(), closed_ns)
+    });
+    let answer = answer.expect("the hook's answer, from the successor");
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let report = answer.json();
+    assert_eq!(report["reason"], "drained", "{report}");
+    let answered_ms = (graceful_tests::monotonic_ns() - closed_ns) / 1_000_000;
+    assert!(
+        answered_ms <= 100 + 2 * EVENT_SLACK_MS,
+        "answered {answered_ms} ms after the last close"
+    );
+    // The successor serves the pod's gate from the listener it took.
+    let again = get(
+        &s.net.a,
+        s.gate(),
+        "/drain?policy=drained&min=0s&max=10s",
+        Duration::from_secs(10),
+    )
+    .unwrap();
+    assert_eq!(
+        (again.status, again.json()["reason"].clone()),
+        (200, json!("drained"))
+    );
+    assert!(
+        second.log_text().contains("serving the listener handed over"),
+        "{}",
+        second.log_text()
+    );
+    drop(second);
+}
+
+/// Speaks to the giver as a taker would, up to `hello`.
+fn knock(first: &Agent, hello: &[u8], proof: bool) -> fds::Channel {
+    let chan = fds::connect(&give::socket_path(first.gate_dir.as_ref().unwrap())).unwrap();
+    chan.set_timeout(Duration::from_secs(10)).unwrap();
+    let pins = graceful::bpf::paths::PinDir::new(&first.pin_dir);
+    let p = proof.then(|| peer::proof(&pins).unwrap());
+    let fds: Vec<_> = p.iter().map(|f| f.as_fd()).collect();
+    chan.send(hello, &fds).unwrap();
+    chan
+}
+
+fn hello(version: u32) -> Vec<u8> {
+    let h = wire::Hello {
+        version: wire::VERSION,
+        pid: std::process::id(),
+        agent: "test".into(),
+    };
+    let json = serde_json::to_string(&h).unwrap().replace(
+        &format!("\"version\":{}", wire::VERSION),
+        &format!("\"version\":{version}"),
+    );
+    let mut b = (json.len() as u32).to_be_bytes().to_vec();
+    b.extend_from_slice(json.as_bytes());
+    b
+}
+
+#[test]
+fn strangers_and_other_formats_are_refused_and_a_refusal_thaws_the_giver() {
+    require_root!();
+    let mut first = Agent::with_gate();
+    first.start();
+    let pod = SimPod::create(1);
+    let lb = Cgroup::unique("lb");
+    let (mut app, _pool) = held_connections(pod.container(0), &lb, 2);
+    let mut child = hook(
+        &first,
+        pod.container(0),
+        &["--min", "0s", "--settle", "100ms", "--max", "30s"],
+    );
+    let stdout = engaged(&mut child);
+
+    // No proof of the node's pins; garbage; another format.
+    let checks: [(Vec<u8>, bool, &str); 3] = [
+        (hello(wire::VERSION), false, "sent no proof"),
+        (b"\x00\x00\x00\x05hello".to_vec(), true, "not a handover frame"),
+        (
+            hello(wire::VERSION + 1),
+            true,
+            "handover format 2, this agent reads 1",
+        ),
+    ];
+    for (frame, proof, says) in checks {
+        let chan = knock(&first, &frame, proof);
+        assert!(
+            chan.recv().unwrap().is_none(),
+            "the giver answered a refused peer"
+        );
+        graceful_tests::wait_for(10, "the refusal's log line", || {
+            first
+                .log_text()
+                .lines()
+                .any(|l| l.contains("handover refused") && l.contains(says))
+                .then_some(())
+        });
+    }
+
+    // A taker that reads everything, then refuses: the giver thaws.
+    let chan = knock(&first, &hello(wire::VERSION), true);
+    let offer = chan.recv().unwrap().unwrap();
+    let offer: wire::Offer = wire::decode(&offer.bytes).unwrap();
+    assert_eq!(offer.records, 2, "the gate's listener and the held hook");
+    for _ in 0..=offer.records {
+        chan.recv().unwrap().unwrap();
+    }
+    let v = wire::Verdict {
+        version: wire::VERSION,
+        taken: false,
+        why: Some("a test".into()),
+    };
+    chan.send(&wire::encode(&v), &[]).unwrap();
+    graceful_tests::wait_for(10, "the giver to thaw", || {
+        first
+            .log_text()
+            .contains("refused what this agent sent; it serves on")
+            .then_some(())
+    });
+    // Its held hook is still its own, and answered once its clients go.
+    let started = Instant::now();
+    app.cmd("close-in 2 fin");
+    let (report, out) = finish_engaged(child, stdout);
+    assert_eq!(report["reason"], "drained", "{out}");
+    assert!(started.elapsed() < Duration::from_secs(5), "{out}");
+    // And new hooks come in.
+    let again = hook(&first, pod.container(0), &["--min", "0s", "--max", "10s"]);
+    let (report, out) = graceful_tests::gate::finish(again);
+    assert_eq!(report["reason"], "drained", "{out}");
+    let pid = first.pid().unwrap();
+    let cmd = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap();
+    assert!(!cmd.contains("__retired"), "the giver retired after a refusal");
+}
