@@ -19,7 +19,7 @@ use std::{
 use tracing::{info, warn};
 
 use crate::{
-    adopt::pass::adopt_all,
+    adopt::{self, pass::adopt_all},
     bpf::{
         loader::{self, AttachOptions, Counting},
         paths::PinDir,
@@ -81,13 +81,39 @@ pub fn run(pins: &PinDir, api_socket: &Path, settings: Settings) -> anyhow::Resu
         return handover::retire::run(api_socket, &settings.api_addr, false);
     }
     let gate_socket = settings.gate_dir.as_ref().map(|d| d.join(gate_dir::SOCKET));
-    let (claim, inherited) = claim_or_take(pins, api_socket, gate_socket.as_deref(), &settings)?;
     let opts = AttachOptions {
         replace_incompatible: settings.replace_incompatible_pins,
         counting: settings.counting,
         cgroup_root: hier.mount().to_path_buf(),
     };
-    let mut attached = loader::attach(pins, &opts)?;
+    // A successor of this very build loads (and, reusing every pinned
+    // link, attaches) before it asks for the node: the gates pause less.
+    let taken = claim_or_take(pins, api_socket, gate_socket.as_deref(), &settings, || {
+        Ok(loader::attach(pins, &opts)?)
+    })?;
+    let (claim, inherited) = (taken.claim, taken.inherited);
+    let mut attached = match taken.prepared {
+        Some(mut a) => {
+            // Attached beside the old agent, which may have detached the
+            // state programs meanwhile (a pass found no socket for them):
+            // what it let go is not this agent's to hold.
+            let gone: Vec<PathBuf> = a
+                .links
+                .iter()
+                .filter(|l| !l.exists() && a.state_links.contains(l))
+                .cloned()
+                .collect();
+            a.links.retain(|l| !gone.contains(l));
+            if !gone.is_empty() {
+                info!(
+                    links = gone.len(),
+                    "the previous agent detached the state programs during the handover"
+                );
+            }
+            a
+        }
+        None => loader::attach(pins, &opts)?,
+    };
     info!(
         kernel = %release,
         cgroup2 = %hier.mount().display(),
@@ -98,14 +124,25 @@ pub fn run(pins: &PinDir, api_socket: &Path, settings: Settings) -> anyhow::Resu
         "programs attached"
     );
     let pinned = Arc::new(Pinned::hold(pins, &attached.links)?);
-    let adoption = adopt_all(&mut attached.ebpf)?;
-    info!(
-        offered = adoption.offered,
-        namespaces = adoption.namespaces,
-        "adoption done"
-    );
+    // Taking over from a live agent whose maps and links this one reuses,
+    // the programs counted throughout: nothing is left to adopt, only to
+    // check, and the held hooks wait while this runs. The check runs as a
+    // repair pass right after the start instead.
+    let deferred = inherited.is_some() && attached.reused_maps && attached.reused_link;
+    let adoption = if deferred {
+        info!(
+            "handover: the programs counted throughout; the adoption pass runs as a repair pass once serving"
+        );
+        adopt::pass::Report::default()
+    } else {
+        let a = adopt_all(&mut attached.ebpf)?;
+        info!(offered = a.offered, namespaces = a.namespaces, "adoption done");
+        a
+    };
     let state_programs = StatePrograms::new(pins, attached.state_links.clone(), pinned.clone());
-    state_programs.after_pass(adoption.storage, adoption.namespaces_failed == 0);
+    if !deferred {
+        state_programs.after_pass(adoption.storage, adoption.namespaces_failed == 0);
+    }
     if state_programs.attached() && adoption.storage > 0 {
         info!(
             sockets = adoption.storage,
@@ -123,6 +160,7 @@ pub fn run(pins: &PinDir, api_socket: &Path, settings: Settings) -> anyhow::Resu
             claim,
             pinned,
             state_programs,
+            repair_now: deferred,
         },
         hier,
         attached.ebpf,

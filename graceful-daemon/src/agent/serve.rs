@@ -43,6 +43,9 @@ pub struct Held {
     /// Under the sock_ops design, the state programs, until no socket
     /// carries their storage.
     pub state_programs: StatePrograms,
+    /// Run a repair pass over the node as soon as serving (the adoption
+    /// pass was deferred: see `agent::run`).
+    pub repair_now: bool,
 }
 
 pub async fn serve(
@@ -65,6 +68,7 @@ pub async fn serve(
         mut claim,
         pinned,
         state_programs,
+        repair_now,
     } = held;
     let mut tasks = Tasks::default();
     let kernel = Kernel::open(&pins)?.with_object(ebpf);
@@ -217,6 +221,10 @@ pub async fn serve(
     // A task of its own: a pass over a large node takes a while, and
     // nothing here should wait for it. `0s` turns it off (tokio's interval
     // can't be zero).
+    if repair_now {
+        let r = repairer.clone();
+        tokio::spawn(async move { r.all().await });
+    }
     if !settings.repair_interval.is_zero() {
         let mut every = tokio::time::interval(settings.repair_interval);
         every.tick().await;

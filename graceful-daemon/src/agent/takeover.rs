@@ -18,15 +18,34 @@ use crate::{
 /// How long the retiring agent may take to let its locks go.
 const RELEASE_LIMIT: Duration = Duration::from_secs(10);
 
-/// The claim, and what a handover brought, if one happened.
-pub fn claim_or_take(
+/// What the node's claim brought.
+pub struct Taken<A> {
+    pub claim: Claim,
+    /// What a handover brought, if one happened.
+    pub inherited: Option<take::Inherited>,
+    /// What `prepare` made, if it ran.
+    pub prepared: Option<A>,
+}
+
+/// The claim, and what a handover brought, if one happened. `prepare` runs
+/// before a handover when a running agent of this very build holds the
+/// pins (see `loader::same_build_attached`): what it does then shortens
+/// the pause of the gates, which starts with the handover.
+pub fn claim_or_take<A>(
     pins: &PinDir,
     api_socket: &Path,
     gate_socket: Option<&Path>,
     settings: &Settings,
-) -> anyhow::Result<(Claim, Option<take::Inherited>)> {
+    prepare: impl FnOnce() -> anyhow::Result<A>,
+) -> anyhow::Result<Taken<A>> {
     let held = match claim::take(pins, api_socket, gate_socket) {
-        Ok(c) => return Ok((c, None)),
+        Ok(claim) => {
+            return Ok(Taken {
+                claim,
+                inherited: None,
+                prepared: None,
+            })
+        }
         Err(e @ ClaimError::Held { .. }) if pins_are(&e, pins) => e,
         Err(e) => return Err(e.into()),
     };
@@ -34,6 +53,14 @@ pub fn claim_or_take(
         return Err(held.into());
     };
     let socket = give::socket_path(dir);
+    if !socket.exists() {
+        return Err(held.into());
+    }
+    let prepared = if crate::bpf::loader::same_build_attached(pins) {
+        Some(prepare()?)
+    } else {
+        None
+    };
     let holder = claim::pins_held(pins).ok().flatten();
     match take::take(&socket, pins, holder) {
         Ok(inherited) => {
@@ -50,7 +77,11 @@ pub fn claim_or_take(
                 gate_socket
             };
             let claim = wait_for_claim(pins, api_socket, gate, RELEASE_LIMIT)?;
-            Ok((claim, Some(inherited)))
+            Ok(Taken {
+                claim,
+                inherited: Some(inherited),
+                prepared,
+            })
         }
         Err(e) if e.no_giver() => Err(held.into()),
         Err(e) => {
@@ -58,7 +89,11 @@ pub fn claim_or_take(
             // hooks for --stop-hold when it stops, and the node is ours.
             error!("handover failed: {e}; waiting for the running agent to stop, as without a handover");
             let claim = wait_for_claim(pins, api_socket, gate_socket, Duration::MAX)?;
-            Ok((claim, None))
+            Ok(Taken {
+                claim,
+                inherited: None,
+                prepared,
+            })
         }
     }
 }

@@ -125,6 +125,13 @@ pub fn prepare_pin_dir(pins: &PinDir) -> Result<(), LoadError> {
 
 /// Loads the programs, re-adopting or creating pins, and makes sure the
 /// programs that count are attached.
+/// Whether this very object's sock_ops program is attached through `pins`
+/// (a running agent of the same build): attaching then only reuses what is
+/// pinned, and a successor may do it before the node is handed over.
+pub fn same_build_attached(pins: &PinDir) -> bool {
+    pins.link(names::PROG_SOCK_OPS, &fingerprint()).exists()
+}
+
 pub fn attach(pins: &PinDir, opts: &AttachOptions) -> Result<Attached, LoadError> {
     if OBJECT.is_empty() {
         return Err(LoadError::NoObject);
