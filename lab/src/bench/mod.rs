@@ -10,6 +10,8 @@
 //! - `memory`: agent RSS and kernel map memory with many live connections
 //!   across many cgroups, at start, after a restart, and after a cold start
 //!   that must adopt every connection.
+//! - `handover`: successive agents taking the node over from each other
+//!   while a thousand drains are held: the gate's pause, hooks cut, RSS.
 //! - `cluster-release`: on the test node's kubelet, a deleted pod's last
 //!   inbound close to its app's SIGTERM.
 //! - `designs`: the ways of counting side by side, CPU per connection and
@@ -38,6 +40,7 @@ mod churn;
 mod cluster_release;
 mod cost;
 mod designs;
+mod handover;
 mod load;
 mod memory;
 mod nginx;
@@ -63,6 +66,9 @@ pub enum BenchCmd {
     Memory(memory::Args),
     /// Gate release latency after the last inbound close, against a 1 s sock_diag poller (target: p99 <= 10 ms, 100x faster).
     ReleaseLatency(release::Args),
+    /// Successive agents take the node over while 1,000 drains are held: the gate's pause (p50,
+    /// p99; target under 100 ms at p99), hooks cut (must be 0), both agents' peak RSS.
+    Handover(handover::Args),
     /// On the test node's real kubelet: from a deleted pod's last inbound close to its app's
     /// SIGTERM, through graceful's gate, a 1 s poller and `preStop: sleep`, side by side.
     ClusterRelease(cluster_release::Args),
@@ -91,6 +97,7 @@ pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
         BenchCmd::Memory(args) => memory::run(args),
         BenchCmd::ReleaseLatency(args) => release::run(args),
         BenchCmd::ClusterRelease(args) => cluster_release::run(args),
+        BenchCmd::Handover(args) => handover::run(args),
         BenchCmd::Load(args) => load::run(args),
         BenchCmd::MemoryWorker(_) => unreachable!(),
     }

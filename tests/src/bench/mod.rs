@@ -20,6 +20,9 @@
 //!   inbound close (the agent in the pod's namespace, the hook from the
 //!   node's).
 //!
+//! - [`handover`]: successive agents taking the node over from each other
+//!   while a thousand drains are held: the gate's pause, hooks cut, RSS.
+//!
 //! On the test node of `cargo xtask cluster`:
 //!
 //! - [`cluster_release`]: a deleted pod's last inbound close to its app's
@@ -34,6 +37,7 @@ pub mod after_containers;
 pub mod cluster_release;
 pub mod designs;
 pub mod excluding;
+pub mod handover;
 pub mod http_gate;
 pub mod programs;
 pub mod quiet;

@@ -32,6 +32,22 @@ enum Cmd {
     /// On the test node's real kubelet (`GRACEFUL_KUBECONFIG`): from a deleted pod's last inbound
     /// close to its app's SIGTERM, through graceful's gate, a 1 s poller and `preStop: sleep`.
     ClusterRelease(ClusterArgs),
+    /// Successive agents take the node over from each other while drains are held: the gate's
+    /// pause, hooks cut (must be 0), both agents' peak RSS.
+    Handover {
+        #[arg(long, default_value_t = 20)]
+        swaps: usize,
+        #[arg(long, default_value_t = 1000)]
+        drains: usize,
+    },
+    /// For `bench handover`: hold a drain from each cgroup listed (see `bench::handover::hold`).
+    #[command(hide = true)]
+    HoldDrains {
+        #[arg(long)]
+        socket: std::path::PathBuf,
+        #[arg(long)]
+        cgroups: std::path::PathBuf,
+    },
     /// For `cargo xtask bench designs`: attach programs that do nothing where a design's programs
     /// attach, print `attached`, and hold them until stdin closes.
     Floor {
@@ -138,6 +154,8 @@ fn main() -> anyhow::Result<()> {
             bench::cluster_release::run(&Cluster::get(), &cfg);
             Ok(())
         }
+        Cmd::Handover { swaps, drains } => bench::handover::run(&bench::handover::Config { swaps, drains }),
+        Cmd::HoldDrains { socket, cgroups } => bench::handover::hold(&socket, &cgroups),
         Cmd::Floor { kind } => bench::designs::hold_floor(kind),
         Cmd::Nested {
             design,

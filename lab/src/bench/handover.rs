@@ -1,0 +1,30 @@
+//! `cargo xtask bench handover`: successive agents take the node over from
+//! each other (a surge rollout, a restart beside the old process) while
+//! drains are held: the gate's pause at p50 and p99, hooks cut (must be 0)
+//! and both agents' peak RSS. The measurement lives with the integration
+//! tests' support (`graceful_tests::bench::handover`), which owns the
+//! simulated pods and the agents; this builds it in release mode with the
+//! agent and the hook, and runs it.
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Handovers, one after the other.
+    #[arg(long, default_value_t = 20)]
+    pub swaps: usize,
+    /// Drains held throughout (each from a container of its own).
+    #[arg(long, default_value_t = 1000)]
+    pub drains: usize,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let release = super::build_release(&["graceful-daemon", "graceful-wait", "graceful-tests"])?;
+    let status = std::process::Command::new(release.join("graceful-bench"))
+        .arg("handover")
+        .args(["--swaps", &args.swaps.to_string()])
+        .args(["--drains", &args.drains.to_string()])
+        .env("GRACEFUL_BIN", release.join("graceful"))
+        .current_dir(xtask::util::workspace_root())
+        .status()?;
+    anyhow::ensure!(status.success(), "the handover bench failed");
+    Ok(())
+}
