@@ -288,12 +288,11 @@ pub async fn serve(
     Ok(())
 }
 
-/// The httpGet gate once started: its open listeners' count, what its
-/// drains share, and the namespaces of the pods a handover brought.
+/// The httpGet gate once started: its open listeners' count, and what its
+/// drains share.
 struct HttpGate {
     listening: Arc<AtomicUsize>,
     ctx: Arc<Ctx>,
-    namespaces: Vec<(String, crate::adopt::netns::NetNs)>,
 }
 
 /// Starts the httpGet gate's listeners (pods opt in through the API's
@@ -321,11 +320,6 @@ fn start_http_gate(
         in_flight: AtomicUsize::new(0),
         registry: registry.clone(),
     });
-    // Each handed-over pod's namespace, for its held hooks.
-    let namespaces = inherited
-        .iter()
-        .filter_map(|l| Some((l.uid.clone(), l.netns.try_clone().ok()?)))
-        .collect();
     let gates = Gates::new(
         kube.store.clone(),
         watcher.resolver().shared(),
@@ -339,11 +333,7 @@ fn start_http_gate(
         "http gate",
         gates.run(kube.store.subscribe(), watcher.resolver().subscribe()),
     );
-    Some(HttpGate {
-        listening,
-        ctx,
-        namespaces,
-    })
+    Some(HttpGate { listening, ctx })
 }
 
 /// Serves every hook the previous agent held, each from its own start.
@@ -364,15 +354,11 @@ fn resume(inherited: Inherited, drainer: &Arc<Drainer>, registry: &Arc<Registry>
         ));
     }
     for (hook, fd) in inherited.http_hooks {
-        let Some(HttpGate { ctx, namespaces, .. }) = http else {
+        let Some(HttpGate { ctx, .. }) = http else {
             warn!(pod = %hook.pod, "handover: an httpGet hook came, and this agent has no httpGet gate (no Kubernetes API): it fails open");
             continue;
         };
-        let netns = namespaces
-            .iter()
-            .find(|(uid, _)| *uid == hook.pod)
-            .and_then(|(_, ns)| ns.try_clone().ok());
-        tokio::spawn(crate::httpgate::resume::http(ctx.clone(), netns, hook, fd));
+        tokio::spawn(crate::httpgate::resume::http(ctx.clone(), hook, fd));
     }
 }
 

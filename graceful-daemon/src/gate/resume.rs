@@ -62,7 +62,10 @@ pub async fn exec(drainer: Arc<Drainer>, registry: Arc<Registry>, hook: ExecHook
         .map_err(|e| e.to_string())
         .and_then(|r| {
             drainer
-                .prepare(subject(caller, true), &r, hook.arrived_ns)
+                // No namespace: the previous agent walked the pod's
+                // sockets when the drain began; a walk now would only hold
+                // the drain's first look up, past closes that it must see.
+                .prepare(subject(caller, false), &r, hook.arrived_ns)
                 .map_err(|r| r.to_string())
         });
     let prepared = match prepared {

@@ -13,7 +13,6 @@ use tracing::{info, warn};
 
 use super::server::{respond, Ctx, InFlight};
 use crate::{
-    adopt::netns::NetNs,
     drain::scope::Subject,
     gate::server::refused,
     handover::wire::{HttpHook, Record},
@@ -21,8 +20,7 @@ use crate::{
 };
 
 /// Runs the handed-over hook's drain to its release and answers it.
-/// `netns`: its pod's namespace, from the pod's handed-over listener.
-pub async fn http(ctx: Arc<Ctx>, netns: Option<NetNs>, hook: HttpHook, fd: OwnedFd) {
+pub async fn http(ctx: Arc<Ctx>, hook: HttpHook, fd: OwnedFd) {
     let pod = hook.pod.clone();
     let stream = match to_tokio(fd) {
         Ok(s) => s,
@@ -41,10 +39,12 @@ pub async fn http(ctx: Arc<Ctx>, netns: Option<NetNs>, hook: HttpHook, fd: Owned
     let prepared = match hook_query::parse(&hook.query, hook.started_unix_ms) {
         Err(e) => Err(error(StatusCode::BAD_REQUEST, format!("after a handover: {e}"))),
         Ok(q) => {
+            // No namespace for the drain: the previous agent walked the
+            // pod's sockets when it began (see `gate::resume`).
             let who = Subject {
                 pod: hook.pod.clone(),
                 container: hook.container.clone(),
-                netns,
+                netns: None,
             };
             ctx.drainer
                 .prepare(who, &q.request, hook.arrived_ns)

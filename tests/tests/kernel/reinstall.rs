@@ -91,8 +91,10 @@ fn a_reinstall_counts_what_any_install_counted_before_it() {
 fn a_reinstall_under_churn_stays_exact() {
     require_root!();
     let (a, b) = (Cgroup::unique("a"), Cgroup::unique("b"));
+    // It closes each connection once its client has: the churn's server
+    // sides do not pile up (a slow guest's peer ran out of room for them).
     let mut server = Peer::spawn(&a, None);
-    let port = server.listen("127.0.0.1:0", "hold");
+    let port = server.listen("127.0.0.1:0", "echo-close");
     let mut agent = Agent::new();
     agent.start();
     let mut held = Peer::spawn(&b, None);
