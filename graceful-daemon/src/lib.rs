@@ -15,6 +15,8 @@
 //! - [`drain`]: the drains: settings, engine, table and reports;
 //! - [`handover`]: a new agent takes over the listeners and held hooks of
 //!   the running one, and nothing is cut;
+//! - [`keeper`]: a process that outlives the agent and keeps its
+//!   listeners and held hooks, so that a crash cuts none;
 //! - [`agent`]: the node agent, which starts and owns every task;
 //! - [`cli`]: the `graceful` command line.
 pub mod adopt;
@@ -29,12 +31,14 @@ pub mod gate;
 pub mod handover;
 pub mod http_conn;
 pub mod httpgate;
+pub mod keeper;
 pub mod kernel;
 pub mod kube;
 pub mod logging;
 pub mod memcg;
 pub mod metrics;
 pub mod node_addrs;
+pub mod nofile;
 pub mod reply;
 pub mod resolver;
 pub mod share;

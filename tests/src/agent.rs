@@ -246,6 +246,53 @@ impl Agent {
         output_within(child, std::time::Duration::from_secs(60), "a second agent")
     }
 
+    /// Runs under a keeper (`--keeper on`): the process started is the
+    /// keeper, and the agent its child.
+    pub fn kept(mut self) -> Agent {
+        if !self.daemon_args.iter().any(|a| a == "--keeper") {
+            self.daemon_args.extend(["--keeper".into(), "on".into()]);
+        }
+        self
+    }
+
+    /// The agent's pid under its keeper: the keeper's one child that
+    /// runs `graceful`.
+    pub fn kept_agent(&self) -> Option<u32> {
+        let keeper = self.pid()?;
+        std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // pid (comm) state ppid ...: comm may hold spaces, not ')'.
+            let ppid: u32 = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()?;
+            (ppid == keeper).then_some(pid)
+        })
+    }
+
+    /// kill -9 of the agent under its keeper, as the OOM killer would:
+    /// the pid killed, and the count of "ready" lines before.
+    pub fn kill_kept(&self) -> (u32, usize) {
+        let before = self.ready_lines();
+        let pid = self.kept_agent().expect("an agent under the keeper");
+        // SAFETY: kill(2) with a pid this test's keeper started.
+        assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGKILL) }, 0);
+        (pid, before)
+    }
+
+    /// Waits for the keeper's next agent to be ready (`before`: from
+    /// [`Agent::kill_kept`]); its pid.
+    pub fn wait_kept_ready(&self, before: usize) -> u32 {
+        crate::wait_for(start_limit_secs(), "the keeper's new agent to be ready", || {
+            (self.ready_lines() > before).then_some(())
+        });
+        self.kept_agent().expect("the keeper's new agent")
+    }
+
+    /// [`Agent::kill_kept`], then [`Agent::wait_kept_ready`].
+    pub fn crash(&self) -> u32 {
+        let (_, before) = self.kill_kept();
+        self.wait_kept_ready(before)
+    }
+
     /// kill -9: no chance to clean anything.
     pub fn kill9(&mut self) {
         if let Some(mut c) = self.child.take() {

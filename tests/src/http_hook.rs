@@ -150,16 +150,21 @@ impl Scene {
     /// [`Scene::new`], with `node` (a namespace path) as the node's
     /// namespace for the agent instead of `net.a`.
     pub fn with_node(annotations: Value, node: Option<&str>) -> Scene {
-        Scene::build(annotations, node, false)
+        Scene::build(annotations, node, false, false)
     }
 
     /// [`Scene::new`], with the agent's gate directory too (a handover
     /// needs it).
     pub fn with_gate_dir(annotations: Value) -> Scene {
-        Scene::build(annotations, None, true)
+        Scene::build(annotations, None, true, false)
     }
 
-    fn build(annotations: Value, node: Option<&str>, gate_dir: bool) -> Scene {
+    /// [`Scene::with_gate_dir`], with the agent under a keeper.
+    pub fn build_kept(annotations: Value) -> Scene {
+        Scene::build(annotations, None, true, true)
+    }
+
+    fn build(annotations: Value, node: Option<&str>, gate_dir: bool, kept: bool) -> Scene {
         let rt = tokio::runtime::Runtime::new().unwrap();
         let pod = SimPod::create(1);
         let net = VethPair::create();
@@ -173,6 +178,9 @@ impl Scene {
         } else {
             Agent::new()
         };
+        if kept {
+            agent = agent.kept();
+        }
         with_api(&mut agent, &api);
         let node = node.unwrap_or(net.a.path()).to_string();
         agent.daemon_args.extend(["--node-netns".into(), node]);

@@ -1,5 +1,6 @@
-//! The agent's budgets: its memory, checked at start and on every
-//! collection round, and its file descriptors, raised once at start.
+//! The agent's memory budget, checked at start and on every collection
+//! round (its file descriptors are raised once at start: see
+//! [`crate::nofile`]).
 
 use tracing::{info, warn};
 
@@ -32,31 +33,4 @@ pub fn check(was_short: &mut Option<bool>) {
         (Some(_), _) => {}
     }
     *was_short = Some(short);
-}
-
-/// Raises the soft limit on open files to the hard one (which a container
-/// runtime usually sets far above the soft 1024), and returns the limit in
-/// effect: the gate's bounds are taken from it.
-pub fn raise_nofile() -> u64 {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `lim` is a live rlimit for the kernel to fill, then read.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
-        return 1024;
-    }
-    if lim.rlim_cur < lim.rlim_max {
-        let raised = libc::rlimit {
-            rlim_cur: lim.rlim_max,
-            rlim_max: lim.rlim_max,
-        };
-        // SAFETY: as above; a refusal leaves the old limit, which is read back.
-        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
-            lim.rlim_cur = lim.rlim_max;
-        } else {
-            warn!(soft = lim.rlim_cur, hard = lim.rlim_max, error = %std::io::Error::last_os_error(), "cannot raise the open-file limit");
-        }
-    }
-    lim.rlim_cur
 }

@@ -16,7 +16,7 @@ use std::{
     time::Duration,
 };
 
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use crate::{
     adopt::{self, pass::adopt_all},
@@ -27,7 +27,8 @@ use crate::{
         retire::StatePrograms,
     },
     cgroupfs::Hierarchy,
-    handover, kernel,
+    handover::{self, take},
+    kernel,
     kube::KubeArgs,
 };
 use takeover::claim_or_take;
@@ -81,6 +82,28 @@ pub fn run(pins: &PinDir, api_socket: &Path, settings: Settings) -> anyhow::Resu
         return handover::retire::run(api_socket, &settings.api_addr, false);
     }
     let gate_socket = settings.gate_dir.as_ref().map(|d| d.join(gate_dir::SOCKET));
+    // Under a keeper (see `keeper`): what it kept of an agent that crashed.
+    let keeper = crate::keeper::link::Link::from_env()?.map(Arc::new);
+    let kept = keeper.as_ref().and_then(|k| match k.take() {
+        Ok(kept) => kept,
+        Err(e) => {
+            error!("keeper: cannot take what it kept: {e}; starting with nothing (its hooks are cut)");
+            None
+        }
+    });
+    if let Some(k) = &kept {
+        info!(
+            keeper = k.giver,
+            listeners = k.http.len() + usize::from(k.gate.is_some()),
+            hooks = k.exec_hooks.len() + k.http_hooks.len(),
+            "keeper: the previous agent died; taking the listeners and held hooks it kept"
+        );
+    }
+    // The kept gate listener answers connections itself (they queue in
+    // it): no need to ask who serves the gate's socket.
+    let claim_gate = gate_socket
+        .as_deref()
+        .filter(|_| kept.as_ref().is_none_or(|k| k.gate.is_none()));
     let opts = AttachOptions {
         replace_incompatible: settings.replace_incompatible_pins,
         counting: settings.counting,
@@ -88,10 +111,11 @@ pub fn run(pins: &PinDir, api_socket: &Path, settings: Settings) -> anyhow::Resu
     };
     // A successor of this very build loads (and, reusing every pinned
     // link, attaches) before it asks for the node: the gates pause less.
-    let taken = claim_or_take(pins, api_socket, gate_socket.as_deref(), &settings, || {
+    let taken = claim_or_take(pins, api_socket, claim_gate, &settings, || {
         Ok(loader::attach(pins, &opts)?)
     })?;
-    let (claim, inherited) = (taken.claim, taken.inherited);
+    let claim = taken.claim;
+    let inherited = take::merge(kept, taken.inherited);
     let mut attached = match taken.prepared {
         Some(mut a) => {
             // Attached beside the old agent, which may have detached the
@@ -161,6 +185,7 @@ pub fn run(pins: &PinDir, api_socket: &Path, settings: Settings) -> anyhow::Resu
             pinned,
             state_programs,
             repair_now: deferred,
+            keeper,
         },
         hier,
         attached.ebpf,

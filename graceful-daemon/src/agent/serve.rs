@@ -46,6 +46,8 @@ pub struct Held {
     /// Run a repair pass over the node as soon as serving (the adoption
     /// pass was deferred: see `agent::run`).
     pub repair_now: bool,
+    /// The keeper this agent runs under, if any (see `keeper`).
+    pub keeper: Option<Arc<crate::keeper::link::Link>>,
 }
 
 pub async fn serve(
@@ -69,6 +71,7 @@ pub async fn serve(
         pinned,
         state_programs,
         repair_now,
+        keeper,
     } = held;
     let mut tasks = Tasks::default();
     let kernel = Kernel::open(&pins)?.with_object(ebpf);
@@ -122,13 +125,14 @@ pub async fn serve(
     };
     drainer.node = node_addrs.clone();
     let drainer = Arc::new(drainer);
-    let nofile = budget::raise_nofile();
+    let nofile = crate::nofile::raise();
     // One share of descriptors for both gates: a pod's hooks are counted
     // together whichever way they come.
     let limits = Limits::for_nofile(nofile);
     let shares = Shares::new(limits);
-    // What a handover carries, registered as the servers go.
-    let registry = Registry::new();
+    // What a handover carries, registered as the servers go (and kept by
+    // the keeper, if there is one).
+    let registry = Registry::kept_by(keeper.map(|k| k as Arc<dyn handover::held::Mirror>));
     let mut inherited = inherited;
     let mut gate = None;
     if let Some(dir) = &settings.gate_dir {
@@ -178,6 +182,9 @@ pub async fn serve(
     if let Some(i) = inherited {
         resume(i, &drainer, &registry, http_gate.as_ref());
     }
+    // Everything taken is registered again by now (listeners above, hooks
+    // in `resume`): the keeper lets go of the rest.
+    registry.settled();
     let http_gates = http_gate.as_ref().map(|g| g.listening.clone());
     let node = Arc::new(Node {
         pins: pins.clone(),
@@ -267,17 +274,6 @@ pub async fn serve(
             );
         }
     }
-    // The Events of the drains released last (a stopping agent's last
-    // act for their pods).
-    if let Some(events) = &events {
-        let left = events.flush(Duration::from_secs(2)).await;
-        if left > 0 {
-            warn!(
-                events = left,
-                "stopping with Events still being posted; they are lost"
-            );
-        }
-    }
     let left = tasks.shutdown(STOP_LIMIT).await;
     if !left.is_empty() {
         warn!(tasks = ?left, limit_s = STOP_LIMIT.as_secs(), "agent tasks still ran past the stop limit");
@@ -345,20 +341,21 @@ fn resume(inherited: Inherited, drainer: &Arc<Drainer>, registry: &Arc<Registry>
         since_pause_ms = paused_ms,
         "handover: serving the hooks the previous agent held"
     );
+    // Each registered before this returns (a keeper keeps it from then
+    // on), served by a task of its own.
     for (hook, fd) in inherited.exec_hooks {
-        tokio::spawn(crate::gate::resume::exec(
-            drainer.clone(),
-            registry.clone(),
-            hook,
-            fd,
-        ));
+        if let Some(h) = crate::gate::resume::Resumed::hold(registry, hook, fd) {
+            tokio::spawn(h.exec(drainer.clone(), registry.clone()));
+        }
     }
     for (hook, fd) in inherited.http_hooks {
         let Some(HttpGate { ctx, .. }) = http else {
             warn!(pod = %hook.pod, "handover: an httpGet hook came, and this agent has no httpGet gate (no Kubernetes API): it fails open");
             continue;
         };
-        tokio::spawn(crate::httpgate::resume::http(ctx.clone(), hook, fd));
+        if let Some(h) = crate::httpgate::resume::Resumed::hold(&ctx.registry, hook, fd) {
+            tokio::spawn(h.http(ctx.clone()));
+        }
     }
 }
 

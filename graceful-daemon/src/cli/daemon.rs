@@ -53,8 +53,15 @@ pub struct Args {
     /// its listeners and held hooks through the gate directory, and this
     /// agent hands them to its own successor; nothing is cut. `off`: it
     /// does neither; a second agent refuses to start, as before.
-    #[arg(long, env = "GRACEFUL_HANDOVER", value_enum, default_value_t = Handover::On)]
-    pub handover: Handover,
+    #[arg(long, env = "GRACEFUL_HANDOVER", value_enum, default_value_t = Switch::On)]
+    pub handover: Switch,
+    /// `on`: this process becomes a keeper that runs the agent as its child
+    /// and holds a duplicate of each of its listeners and held hooks, so
+    /// that a crash of the agent (`kill -9`, the OOM killer, a panic) cuts
+    /// no hook: the keeper starts it again and it serves them on. The
+    /// DaemonSet's container runs it so. `off`: the agent runs alone.
+    #[arg(long, env = "GRACEFUL_KEEPER", value_enum, default_value_t = Switch::Off)]
+    pub keeper: Switch,
     /// The time an app needs after SIGTERM to finish: a drain's default
     /// deadline is the pod's grace period less this.
     #[arg(long, env = "GRACEFUL_SHUTDOWN_BUDGET", default_value = "5s", value_parser = crate::duration::parse)]
@@ -86,7 +93,7 @@ impl From<Args> for agent::Settings {
             repair_interval: a.repair_interval,
             repin_interval: a.repin_interval,
             stop_hold: a.stop_hold,
-            handover: a.handover == Handover::On,
+            handover: a.handover == Switch::On,
             gate_dir: a.gate_dir,
             node_netns: a.node_netns,
             shutdown_budget: a.shutdown_budget,
@@ -98,9 +105,9 @@ impl From<Args> for agent::Settings {
     }
 }
 
-/// `--handover`.
+/// `--handover`, `--keeper`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Handover {
+pub enum Switch {
     On,
     Off,
 }
@@ -122,6 +129,10 @@ pub fn api_addr(s: &str) -> Result<String, String> {
 
 pub fn run(pins: &PinDir, api_socket: &std::path::Path, args: Args) -> anyhow::Result<i32> {
     super::require_root("graceful daemon")?;
+    // The agent that a keeper runs has its socket in the environment.
+    if args.keeper == Switch::On && std::env::var_os(crate::keeper::ENV).is_none() {
+        return crate::keeper::run::run(std::env::args_os().collect());
+    }
     agent::run(pins, api_socket, args.into())
 }
 

@@ -20,7 +20,7 @@ use super::{
 use crate::{
     drain::drainer::Drainer,
     handover::{
-        held::Registry,
+        held::{Hold, Registry},
         wire::{ExecHook, Record},
     },
     reply::line_bytes,
@@ -37,21 +37,44 @@ pub fn chunk(data: &[u8]) -> Vec<u8> {
 /// The chunked body's end.
 pub const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
 
-/// Runs the handed-over hook's drain to its release and answers it.
-pub async fn exec(drainer: Arc<Drainer>, registry: Arc<Registry>, hook: ExecHook, fd: OwnedFd) {
+/// A handed-over exec hook, registered as held.
+pub struct Resumed {
+    hook: ExecHook,
+    stream: tokio::net::UnixStream,
+    hold: Option<Hold>,
+}
+
+impl Resumed {
+    /// Registers the hook as held (at once, so that a handover or a keeper
+    /// carries it on); `None` if its connection cannot be served.
+    pub fn hold(registry: &Arc<Registry>, hook: ExecHook, fd: OwnedFd) -> Option<Resumed> {
+        let stream = match to_tokio(fd) {
+            Ok(s) => s,
+            Err(e) => {
+                warn!(pod = %hook.pod, error = %e, "handover: cannot serve a held exec hook");
+                return None;
+            }
+        };
+        let admission = registry.admit();
+        let hold = registry
+            .hold(
+                Record::ExecHook(hook.clone()),
+                std::os::fd::AsFd::as_fd(&stream),
+                &admission,
+            )
+            .ok();
+        Some(Resumed { hook, stream, hold })
+    }
+
+    /// Runs the hook's drain to its release and answers it.
+    pub async fn exec(self, drainer: Arc<Drainer>, registry: Arc<Registry>) {
+        exec(drainer, registry, self).await
+    }
+}
+
+async fn exec(drainer: Arc<Drainer>, registry: Arc<Registry>, resumed: Resumed) {
+    let Resumed { hook, stream, hold } = resumed;
     let pod = hook.pod.clone();
-    let stream = match to_tokio(fd) {
-        Ok(s) => s,
-        Err(e) => return warn!(pod = %pod, error = %e, "handover: cannot serve a held exec hook"),
-    };
-    let admission = registry.admit();
-    let hold = registry
-        .hold(
-            Record::ExecHook(hook.clone()),
-            std::os::fd::AsFd::as_fd(&stream),
-            &admission,
-        )
-        .ok();
     let (mut rd, mut wr) = stream.into_split();
     let caller = Caller {
         pid: hook.pid as i32,

@@ -60,6 +60,18 @@ pub fn accept(listener: &OwnedFd) -> std::io::Result<Channel> {
     Ok(Channel { fd })
 }
 
+/// A connected pair (the keeper and its agent, see [`crate::keeper`]),
+/// both close-on-exec.
+pub fn pair() -> std::io::Result<(Channel, Channel)> {
+    let (a, b) = net::socketpair(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::CLOEXEC,
+        None,
+    )?;
+    Ok((Channel { fd: a }, Channel { fd: b }))
+}
+
 /// Connects to the giver at `path`.
 pub fn connect(path: &Path) -> std::io::Result<Channel> {
     let fd = seqpacket()?;
@@ -109,15 +121,20 @@ impl Channel {
     /// [`MAX_FRAME`] (with its length) or with more descriptors than
     /// [`MAX_FDS`] is an error, its descriptors closed.
     pub fn recv(&self) -> std::io::Result<Option<Received>> {
+        self.recv_with(RecvFlags::CMSG_CLOEXEC)
+    }
+
+    /// As [`Channel::recv`], without waiting: `WouldBlock` when no frame
+    /// is queued.
+    pub fn try_recv(&self) -> std::io::Result<Option<Received>> {
+        self.recv_with(RecvFlags::CMSG_CLOEXEC | RecvFlags::DONTWAIT)
+    }
+
+    fn recv_with(&self, flags: RecvFlags) -> std::io::Result<Option<Received>> {
         let mut buf = vec![0u8; MAX_FRAME + 4 + 1];
         let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
         let mut control = RecvAncillaryBuffer::new(&mut space);
-        let got = net::recvmsg(
-            &self.fd,
-            &mut [IoSliceMut::new(&mut buf)],
-            &mut control,
-            RecvFlags::CMSG_CLOEXEC,
-        )?;
+        let got = net::recvmsg(&self.fd, &mut [IoSliceMut::new(&mut buf)], &mut control, flags)?;
         let mut fds = Vec::new();
         for m in control.drain() {
             if let RecvAncillaryMessage::ScmRights(rights) = m {
@@ -141,5 +158,17 @@ impl Channel {
 
     pub fn as_fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
+    }
+
+    /// A channel over a descriptor this process was given (the keeper's,
+    /// by number): refused unless it is a unix SOCK_SEQPACKET socket.
+    pub fn from_fd(fd: OwnedFd) -> std::io::Result<Channel> {
+        let ty = net::sockopt::socket_type(&fd)?;
+        if ty != SocketType::SEQPACKET {
+            return Err(std::io::Error::other(format!(
+                "a socket of type {ty:?}, not SOCK_SEQPACKET"
+            )));
+        }
+        Ok(Channel { fd })
     }
 }

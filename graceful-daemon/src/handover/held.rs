@@ -5,6 +5,11 @@
 //! is answered exactly once, by this agent before the freeze or by the
 //! taker after it.
 //!
+//! Given a [`Mirror`] (the agent's keeper, see `crate::keeper`), the
+//! registry mirrors itself there: each entry is deposited as it comes and
+//! withdrawn as it goes, so a crash of this agent leaves the mirror
+//! holding exactly what it held.
+//!
 //! A freeze first stops the accept loops ([`Registry::accepting`]) and
 //! waits for the connections already accepted to become held hooks or to
 //! end ([`Admission`]): no hook is between the two agents.
@@ -21,6 +26,29 @@ use tokio::sync::watch;
 use super::wire::Record;
 use crate::sync;
 
+/// A socket's identity in every process that holds it: its first
+/// descriptor's device and inode.
+pub type Key = (u64, u64);
+
+/// The key of the socket (or any file) `fd` opens.
+pub fn key_of(fd: BorrowedFd<'_>) -> std::io::Result<Key> {
+    let st = rustix::fs::fstat(fd)?;
+    Ok((st.st_dev, st.st_ino))
+}
+
+/// Where the registry mirrors itself: each call is made under the
+/// registry's lock, in the registry's order.
+pub trait Mirror: Send + Sync {
+    /// Keep a duplicate of `fds` (what `record` names); its key, if kept.
+    fn deposit(&self, record: &Record, fds: &[BorrowedFd<'_>]) -> Option<Key>;
+    /// Let `key` go: answered or closed here.
+    fn withdraw(&self, key: Key);
+    /// Everything taken at the start is registered again.
+    fn settled(&self);
+    /// The node is handed over: keep nothing.
+    fn given(&self);
+}
+
 /// What the servers register, and what a handover snapshots.
 pub struct Registry {
     inner: Mutex<Inner>,
@@ -28,6 +56,8 @@ pub struct Registry {
     accepting: watch::Sender<bool>,
     /// Whether held hooks may be answered here (see [`Freeze`]).
     answering: watch::Sender<Freeze>,
+    /// Where the entries are mirrored (this agent's keeper).
+    keeper: Option<Arc<dyn Mirror>>,
 }
 
 /// Whether this agent answers its held hooks.
@@ -53,6 +83,8 @@ struct Inner {
 struct Entry {
     record: Record,
     fds: Vec<OwnedFd>,
+    /// Its key in the keeper, once deposited there.
+    kept: Option<Key>,
 }
 
 /// One thing to hand over, with duplicates of its descriptors.
@@ -73,6 +105,7 @@ impl Default for Registry {
             inner: Mutex::default(),
             accepting: watch::Sender::new(true),
             answering: watch::Sender::new(Freeze::Open),
+            keeper: None,
         }
     }
 }
@@ -91,6 +124,36 @@ fn dup(fds: &[BorrowedFd<'_>]) -> std::io::Result<Vec<OwnedFd>> {
 impl Registry {
     pub fn new() -> Arc<Registry> {
         Arc::new(Registry::default())
+    }
+
+    /// A registry that mirrors itself in `keeper`.
+    pub fn kept_by(keeper: Option<Arc<dyn Mirror>>) -> Arc<Registry> {
+        Arc::new(Registry {
+            keeper,
+            ..Registry::default()
+        })
+    }
+
+    /// Deposits `record` in the keeper (called under the lock, so that the
+    /// keeper sees deposits and withdrawals in the registry's order).
+    fn deposit(&self, record: &Record, fds: &[OwnedFd]) -> Option<Key> {
+        let k = self.keeper.as_ref()?;
+        let borrowed: Vec<BorrowedFd<'_>> = fds.iter().map(|f| f.as_fd()).collect();
+        k.deposit(record, &borrowed)
+    }
+
+    fn withdraw(&self, entry: Option<Entry>) {
+        if let (Some(k), Some(key)) = (&self.keeper, entry.and_then(|e| e.kept)) {
+            k.withdraw(key);
+        }
+    }
+
+    /// Everything taken at the start is registered again: the keeper lets
+    /// go of what was not.
+    pub fn settled(&self) {
+        if let Some(k) = &self.keeper {
+            k.settled();
+        }
     }
 
     /// The accept loops' switch: they accept only while it reads true.
@@ -123,14 +186,20 @@ impl Registry {
 
     /// Pod `uid`'s httpGet listener closed.
     pub fn http_closed(&self, uid: &str) {
-        sync::lock(&self.inner).listeners.remove(&http_key(uid));
+        let mut g = sync::lock(&self.inner);
+        let gone = g.listeners.remove(&http_key(uid));
+        self.withdraw(gone);
     }
 
     fn put_listener(&self, key: String, record: Record, fds: &[BorrowedFd<'_>]) -> std::io::Result<()> {
         let fds = dup(fds)?;
-        sync::lock(&self.inner)
-            .listeners
-            .insert(key, Entry { record, fds });
+        let mut g = sync::lock(&self.inner);
+        let kept = self.deposit(&record, &fds);
+        let old = g.listeners.insert(key, Entry { record, fds, kept });
+        // Another socket under the same name: the old one goes.
+        if old.as_ref().and_then(|o| o.kept) != kept {
+            self.withdraw(old);
+        }
         Ok(())
     }
 
@@ -156,7 +225,8 @@ impl Registry {
             let mut g = sync::lock(&self.inner);
             g.next += 1;
             let id = g.next;
-            g.hooks.insert(id, Entry { record, fds });
+            let kept = self.deposit(&record, &fds);
+            g.hooks.insert(id, Entry { record, fds, kept });
             id
         };
         admission.settle();
@@ -205,9 +275,13 @@ impl Registry {
         self.accepting.send_replace(true);
     }
 
-    /// The handover is done: nothing is answered or accepted here again.
+    /// The handover is done: nothing is answered or accepted here again,
+    /// and the keeper keeps nothing (the taker's keeper does).
     pub fn give(&self) {
         self.answering.send_replace(Freeze::Given);
+        if let Some(k) = &self.keeper {
+            k.given();
+        }
     }
 }
 
@@ -250,7 +324,8 @@ impl Hold {
                 let mut g = sync::lock(&self.registry.inner);
                 if *rx.borrow_and_update() == Freeze::Open {
                     if let Some(id) = self.id.take() {
-                        g.hooks.remove(&id);
+                        let gone = g.hooks.remove(&id);
+                        self.registry.withdraw(gone);
                     }
                     return;
                 }
@@ -269,7 +344,9 @@ impl Drop for Hold {
             // Handed over: the entry is the taker's now, and this agent is
             // about to go; leave the registry as it is.
             if !given {
-                sync::lock(&self.registry.inner).hooks.remove(&id);
+                let mut g = sync::lock(&self.registry.inner);
+                let gone = g.hooks.remove(&id);
+                self.registry.withdraw(gone);
             }
         }
     }

@@ -28,6 +28,25 @@ pub struct Inherited {
     pub giver: u32,
 }
 
+/// What a keeper kept and what a handover brought, as one: a crash of
+/// the agent met by a successor's start. The handover's gate listener
+/// is the one bound at the gate's path; the kept one's queue is cut
+/// (its `graceful-wait`s reconnect).
+pub fn merge(kept: Option<Inherited>, handed: Option<Inherited>) -> Option<Inherited> {
+    match (kept, handed) {
+        (Some(mut k), Some(h)) => {
+            k.gate = h.gate.or(k.gate);
+            k.http.extend(h.http);
+            k.exec_hooks.extend(h.exec_hooks);
+            k.http_hooks.extend(h.http_hooks);
+            k.paused_ns = k.paused_ns.min(h.paused_ns);
+            k.giver = h.giver;
+            Some(k)
+        }
+        (k, h) => k.or(h),
+    }
+}
+
 /// A pod's httpGet listener, with its namespace.
 pub struct HttpListener {
     pub uid: String,
@@ -104,6 +123,7 @@ pub fn take(socket: &Path, pins: &PinDir, holder: Option<Option<u32>>) -> Result
         .map_err(io("hello"))?;
     match receive(&chan) {
         Ok(mut got) => {
+            info!(giver = pid, "handover: taking over");
             got.giver = pid;
             let v = Verdict {
                 version: VERSION,
@@ -126,15 +146,17 @@ pub fn take(socket: &Path, pins: &PinDir, holder: Option<Option<u32>>) -> Result
     }
 }
 
-fn receive(chan: &Channel) -> Result<Inherited, TakeError> {
+/// Reads an offer, its records and its end (from a giver, or from this
+/// agent's keeper, which speaks the same frames).
+pub fn receive(chan: &Channel) -> Result<Inherited, TakeError> {
     let head = chan
         .recv()
         .map_err(io("offer"))?
         .ok_or(TakeError::Closed("offer"))?;
     let offer: Offer = wire::decode(&head.bytes).map_err(wire_err("offer"))?;
-    info!(giver = offer.pid, agent = %offer.agent, records = offer.records, "handover: taking over");
     let mut got = Inherited {
         paused_ns: offer.paused_ns,
+        giver: offer.pid,
         ..Inherited::default()
     };
     let mut sent = 0u32;

@@ -104,10 +104,28 @@ impl Gates {
 
     /// The listeners a handover brought: each pod's connections keep
     /// waiting in it until its pass serves it, so no hook is refused.
+    /// Each is registered at once (a handover or a keeper carries it on
+    /// before its pass), and let go of in the registry if it is not served.
     pub fn inherit(&self, listeners: Vec<HttpListener>) {
         let mut inh = sync::lock(&self.inherited);
         for l in listeners {
+            if let Err(e) = self.ctx.registry.http_listener(
+                &l.uid,
+                &l.pod,
+                l.port,
+                l.listener.as_fd(),
+                l.netns.fd.as_fd(),
+            ) {
+                warn!(pod = %l.pod, error = %e, "httpGet gate: a handover would not carry this listener");
+            }
             inh.insert(l.uid.clone(), l);
+        }
+    }
+
+    /// Drops pod `uid`'s handed-over listener, if it waits unserved.
+    fn drop_inherited(&self, uid: &str) {
+        if sync::lock(&self.inherited).remove(uid).is_some() {
+            self.ctx.registry.http_closed(uid);
         }
     }
 
@@ -179,6 +197,7 @@ impl Gates {
             (Want::Port(p), Some(_)) => p,
             (Want::Refused(why), Some(pod)) => {
                 self.close(uid, "refused");
+                self.drop_inherited(uid);
                 self.refuse(pod, why);
                 return;
             }
@@ -187,7 +206,7 @@ impl Gates {
                 // A handed-over listener waits for the store's first list:
                 // its pod may only be missing because nothing is listed yet.
                 if self.store.listed() {
-                    sync::lock(&self.inherited).remove(uid);
+                    self.drop_inherited(uid);
                 }
                 let mut st = sync::lock(&self.state);
                 st.refused.remove(uid);
@@ -216,9 +235,16 @@ impl Gates {
             }
         }
         self.close(uid, "its port or network namespace changed");
-        let inherited = sync::lock(&self.inherited)
-            .remove(uid)
-            .filter(|h| h.port == port && (h.netns.dev, h.netns.inode) == (ns.dev, ns.inode));
+        let inherited = sync::lock(&self.inherited).remove(uid);
+        let inherited = match inherited {
+            Some(h) if h.port == port && (h.netns.dev, h.netns.inode) == (ns.dev, ns.inode) => Some(h),
+            Some(_) => {
+                // Bound anew below, and registered again then.
+                self.ctx.registry.http_closed(uid);
+                None
+            }
+            None => None,
+        };
         let listener = match inherited {
             Some(h) => {
                 info!(pod = %pod.key(), uid, port, "httpGet gate: serving the listener handed over");

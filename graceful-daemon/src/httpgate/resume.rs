@@ -15,26 +15,51 @@ use super::server::{respond, Ctx, InFlight};
 use crate::{
     drain::scope::Subject,
     gate::server::refused,
-    handover::wire::{HttpHook, Record},
+    handover::{
+        held::{Hold, Registry},
+        wire::{HttpHook, Record},
+    },
     reply::{error, Body},
 };
 
-/// Runs the handed-over hook's drain to its release and answers it.
-pub async fn http(ctx: Arc<Ctx>, hook: HttpHook, fd: OwnedFd) {
+/// A handed-over httpGet hook, registered as held.
+pub struct Resumed {
+    hook: HttpHook,
+    stream: tokio::net::TcpStream,
+    hold: Option<Hold>,
+}
+
+impl Resumed {
+    /// Registers the hook as held (at once, so that a handover or a keeper
+    /// carries it on); `None` if its connection cannot be served.
+    pub fn hold(registry: &Arc<Registry>, hook: HttpHook, fd: OwnedFd) -> Option<Resumed> {
+        let stream = match to_tokio(fd) {
+            Ok(s) => s,
+            Err(e) => {
+                warn!(pod = %hook.pod, error = %e, "handover: cannot serve a held httpGet hook");
+                return None;
+            }
+        };
+        let admission = registry.admit();
+        let hold = registry
+            .hold(
+                Record::HttpHook(hook.clone()),
+                std::os::fd::AsFd::as_fd(&stream),
+                &admission,
+            )
+            .ok();
+        Some(Resumed { hook, stream, hold })
+    }
+
+    /// Runs the hook's drain to its release and answers it.
+    pub async fn http(self, ctx: Arc<Ctx>) {
+        http(ctx, self).await
+    }
+}
+
+async fn http(ctx: Arc<Ctx>, resumed: Resumed) {
+    let Resumed { hook, stream, hold } = resumed;
     let pod = hook.pod.clone();
-    let stream = match to_tokio(fd) {
-        Ok(s) => s,
-        Err(e) => return warn!(pod = %pod, error = %e, "handover: cannot serve a held httpGet hook"),
-    };
-    let admission = ctx.registry.admit();
-    let hold = ctx
-        .registry
-        .hold(
-            Record::HttpHook(hook.clone()),
-            std::os::fd::AsFd::as_fd(&stream),
-            &admission,
-        )
-        .ok();
     let (mut rd, mut wr) = stream.into_split();
     let prepared = match hook_query::parse(&hook.query, hook.started_unix_ms) {
         Err(e) => Err(error(StatusCode::BAD_REQUEST, format!("after a handover: {e}"))),

@@ -7,6 +7,7 @@
 //! several time terminations.
 
 mod agent_pod;
+mod crash;
 mod examples;
 mod gate;
 mod handover;

@@ -21,6 +21,7 @@ mod gc;
 mod handover;
 mod health;
 mod http_gate;
+mod keeper;
 mod kube_terminating;
 mod kube_watch;
 mod memory_budget;

@@ -1,0 +1,30 @@
+//! The keeper: a small process that owns a duplicate of every listener
+//! and held hook of the agent, and outlives it. A crash of the agent
+//! (`kill -9`, the OOM killer, a panic) then closes nothing: the keeper
+//! starts it again, lends it what it kept, and the agent serves each held
+//! hook from its original start, as after a handover.
+//!
+//! - [`run`]: the keeper process, which the container runs first
+//!   (`graceful daemon --keeper on`) and which runs the agent as its child;
+//! - [`restarts`]: when it starts the agent again, and when it gives up;
+//! - [`store`]: what it keeps, by socket;
+//! - [`frames`]: what the agent tells it (deposit, withdraw, take,
+//!   settled, given), in the handover's format;
+//! - [`link`]: the agent's side, which the registry of
+//!   [`crate::handover::held`] drives.
+//!
+//! What a crash still loses: a connection accepted and not yet held (its
+//! request was still being read: `graceful-wait` reconnects, a kubelet's
+//! hook fails open), a drain's progress so far (the new agent's report
+//! restarts its timeline, from the same start), and everything when the
+//! keeper itself dies with its container.
+
+pub mod frames;
+pub mod link;
+pub mod restarts;
+pub mod run;
+pub mod store;
+
+/// The environment variable that names the agent's end of the keeper's
+/// socket.
+pub const ENV: &str = "GRACEFUL_KEEPER_FD";

@@ -1,0 +1,120 @@
+//! `kill -9` of the agent process on the node, in the middle of two drains
+//! (one through each gate), as the OOM killer would: the container's
+//! first process (the keeper, `deploy/base` as shipped) kept both held
+//! hooks and starts the agent again in the same container; each pod's
+//! SIGTERM still comes just after its own last client closes, and the
+//! kubelet records no `FailedPreStopHook`.
+
+use graceful_tests::cluster::{pod::Pod, Namespace, AGENT_NAMESPACE};
+
+use crate::{
+    gate::{deleted_with_clients, events_by, held_until_the_last_close, sigterm_ns},
+    http_gate::{http_pod, wait_gate},
+};
+
+/// The agent's pid in its pod: the container's process whose parent (the
+/// keeper) is in the container too.
+fn agent_pid(pod: &Pod) -> u32 {
+    let procs = std::fs::read_to_string(pod.container_cgroup_dir("agent").join("cgroup.procs")).unwrap();
+    let pids: Vec<u32> = procs.lines().filter_map(|l| l.parse().ok()).collect();
+    let parent = |pid: u32| -> Option<u32> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
+    };
+    let agents: Vec<u32> = pids
+        .iter()
+        .copied()
+        .filter(|p| parent(*p).is_some_and(|pp| pids.contains(&pp)))
+        .collect();
+    assert_eq!(agents.len(), 1, "the agent container's processes: {pids:?}");
+    agents[0]
+}
+
+fn restarts(cluster: &graceful_tests::cluster::Cluster, name: &str) -> u64 {
+    let p = cluster.json(&["-n", AGENT_NAMESPACE, "get", "pod", name]);
+    p["status"]["containerStatuses"][0]["restartCount"]
+        .as_u64()
+        .unwrap()
+}
+
+#[test]
+fn a_kill_9_of_the_agent_mid_drain_cuts_no_hook() {
+    let (cluster, _serial) = crate::node();
+    let ns = Namespace::create(&cluster, "crash");
+    let hook = [
+        "--policy", "drained", "--settle", "200ms", "--min", "0s", "--max", "120s",
+    ];
+    ns.apply(&crate::app_pod("exec", Some(&hook), 150));
+    ns.apply(&http_pod(
+        "http",
+        "policy=drained&settle=200ms&min=0s&max=120s",
+        150,
+    ));
+    let exec = Pod::wait_ready(&ns, "app=exec", 1, 60).remove(0);
+    let http = Pod::wait_ready(&ns, "app=http", 1, 60).remove(0);
+    wait_gate(&cluster, &http);
+    let (exec_clients, mut exec_log) = deleted_with_clients(&cluster, &ns, &exec, "exec");
+    let (http_clients, mut http_log) = deleted_with_clients(&cluster, &ns, &http, "http");
+
+    let name = cluster.agent_pod(10);
+    let agent_pod = Pod::from_json(&cluster.json(&["-n", AGENT_NAMESPACE, "get", "pod", &name]));
+    let before = restarts(&cluster, &name);
+    let killed = agent_pid(&agent_pod);
+    // SAFETY: kill(2) on the node's agent, which this suite's node runs.
+    assert_eq!(unsafe { libc::kill(killed as i32, libc::SIGKILL) }, 0);
+    let log = graceful_tests::wait_for(60, "the keeper's new agent to serve the held hooks", || {
+        let log = cluster.kubectl(&["-n", AGENT_NAMESPACE, "logs", &name]);
+        log.lines()
+            .any(|l| {
+                l.contains("serving the hooks the previous agent held")
+                    && l.contains("exec_hooks=1 http_hooks=1")
+            })
+            .then_some(log)
+    });
+    assert!(log.contains("keeper: the agent was killed by SIGKILL"), "{log}");
+    eprintln!(
+        "{}",
+        log.lines()
+            .rev()
+            .find(|l| l.contains("serving the hooks the previous agent held"))
+            .unwrap_or_default()
+    );
+    assert_ne!(agent_pid(&agent_pod), killed);
+    assert_eq!(
+        restarts(&cluster, &name),
+        before,
+        "the container restarted: its keeper died with the agent"
+    );
+    for (log, what) in [(&mut exec_log, "exec"), (&mut http_log, "http")] {
+        assert_eq!(
+            sigterm_ns(log),
+            None,
+            "{what}: SIGTERM came after the agent's crash"
+        );
+    }
+
+    held_until_the_last_close(
+        &ns,
+        &exec,
+        exec_clients,
+        &mut exec_log,
+        "exec",
+        "exec hook across a crash: ",
+    );
+    held_until_the_last_close(
+        &ns,
+        &http,
+        http_clients,
+        &mut http_log,
+        "http",
+        "httpGet hook across a crash: ",
+    );
+    for pod in [&exec, &http] {
+        let kubelet = events_by(&ns, &pod.uid, "kubelet");
+        assert!(
+            !kubelet.iter().any(|(r, _)| r == "FailedPreStopHook"),
+            "{}: {kubelet:?}",
+            pod.name
+        );
+    }
+}

@@ -1,0 +1,230 @@
+//! An agent under its keeper (`graceful daemon --keeper on`, as the
+//! DaemonSet's container runs it) killed with SIGKILL, as the OOM killer
+//! or `kill -9` would: the keeper held a duplicate of every listener and
+//! held hook, starts the agent again, and the new agent serves each hook
+//! on from its original start. An exec hook's `graceful-wait` does not
+//! reconnect; a kubelet's httpGet hook gets its one answer; a hook that
+//! comes while no agent runs waits in the kept listener; a hook whose
+//! deadline passed while no agent ran is released at once. The counts
+//! stay exact throughout.
+
+use std::time::{Duration, Instant};
+
+use graceful_tests::{
+    agent::Agent,
+    cgroup::Cgroup,
+    gate::{engaged, finish, finish_engaged, hook, wait_draining},
+    http_hook::{get, wait_listening, Scene, PORT},
+    peer::held_connections,
+    pod::SimPod,
+    EVENT_SLACK_MS,
+};
+use serde_json::json;
+
+use crate::{require_root, settle};
+
+/// The keeper's line for the restart, and the new agent's for the take.
+fn restarted(agent: &Agent, hooks: usize) {
+    let log = agent.log_text();
+    assert!(log.contains("keeper: the agent was killed by SIGKILL"), "{log}");
+    assert!(
+        log.lines()
+            .any(|l| l.contains("taking the listeners and held hooks it kept")
+                && l.contains(&format!("hooks={hooks}"))),
+        "{log}"
+    );
+    let since = log
+        .lines()
+        .rev()
+        .find(|l| l.contains("serving the hooks the previous agent held"))
+        .and_then(|l| l.split("since_pause_ms=").nth(1))
+        .and_then(|v| v.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no pause in the log: {log}"));
+    eprintln!("no agent ran for {since} ms: from the crash to the held hooks served again");
+}
+
+#[test]
+fn a_crash_cuts_no_held_exec_hook_and_the_counts_stay_exact() {
+    require_root!();
+    let mut first = Agent::with_gate().kept();
+    first.start();
+    let pod = SimPod::create(1);
+    let lb = Cgroup::unique("lb");
+    let (mut app, _pool) = held_connections(pod.container(0), &lb, 4);
+    let mut child = hook(
+        &first,
+        pod.container(0),
+        &["--min", "0s", "--settle", "100ms", "--max", "30s"],
+    );
+    let stdout = engaged(&mut child);
+
+    let killed = first.kept_agent().unwrap();
+    let again = first.crash();
+    assert_ne!(again, killed);
+    restarted(&first, 1);
+    let views = settle(&first, &[pod.container(0), &lb], &[None]);
+    assert_eq!(views[0].inbound_live, 4, "{views:?}");
+    wait_draining(&first, 1);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the hook ended with the agent"
+    );
+
+    app.cmd("close-in 4 fin");
+    let (report, out) = finish_engaged(child, stdout);
+    assert_eq!(report["reason"], "drained", "{out}");
+    assert!(!out.contains("reconnecting"), "the hook reconnected: {out}");
+    let after = report["after_last_close_ms"].as_u64().unwrap();
+    assert!(
+        (100..=100 + EVENT_SLACK_MS).contains(&after),
+        "released {after} ms after the last close (settle 100 ms): {out}"
+    );
+    // Released and answered: the keeper let it go.
+    let fresh = hook(&first, pod.container(0), &["--min", "0s", "--max", "10s"]);
+    let (report, out) = finish(fresh);
+    assert_eq!(report["reason"], "drained", "{out}");
+
+    // A successor under its own keeper takes the node over: the first
+    // keeper keeps nothing from then on, and ends when its pod would.
+    let mut second = first.successor().kept();
+    second.start();
+    graceful_tests::wait_for(10, "the first keeper to let go", || {
+        first
+            .log_text()
+            .contains("handed the node over; keeping nothing")
+            .then_some(())
+    });
+    first.handed_over();
+    first.stop();
+    let fresh = hook(&second, pod.container(0), &["--min", "0s", "--max", "10s"]);
+    let (report, out) = finish(fresh);
+    assert_eq!(report["reason"], "drained", "{out}");
+    second.stop();
+    let log = second.log_text();
+    assert!(
+        log.contains("keeper: the agent ended; so does the keeper"),
+        "{log}"
+    );
+}
+
+#[test]
+fn a_hook_that_comes_while_no_agent_runs_waits_and_a_passed_deadline_releases_at_once() {
+    require_root!();
+    let first = {
+        let mut a = Agent::with_gate().kept();
+        a.start();
+        a
+    };
+    let (pod, other) = (SimPod::create(1), SimPod::create(1));
+    let lb = Cgroup::unique("lb");
+    let (_app, _pool) = held_connections(pod.container(0), &lb, 2);
+    let (mut app1, _pool1) = held_connections(other.container(0), &lb, 2);
+    // Its deadline comes while no agent runs.
+    let mut short = hook(
+        &first,
+        pod.container(0),
+        &["--min", "0s", "--settle", "100ms", "--max", "1500ms"],
+    );
+    let short_out = engaged(&mut short);
+    let short_started = Instant::now();
+
+    // Two crashes in a row: the keeper waits a second before the third
+    // agent, and a hook comes meanwhile.
+    first.crash();
+    let (_, before) = first.kill_kept();
+    std::thread::sleep(Duration::from_millis(100));
+    let mut late = hook(
+        &first,
+        other.container(0),
+        &["--min", "0s", "--settle", "100ms", "--max", "30s"],
+    );
+    first.wait_kept_ready(before);
+    let back = Instant::now();
+    let log = first.log_text();
+    assert!(
+        log.contains("again soon after its start; starting it again after a pause"),
+        "{log}"
+    );
+
+    let (report, out) = finish_engaged(short, short_out);
+    assert_eq!(report["reason"], "deadline", "{out}");
+    assert!(!out.contains("reconnecting"), "the hook reconnected: {out}");
+    // At its deadline, or at once once an agent ran again.
+    let due = back.max(short_started + Duration::from_millis(1500));
+    let late_by = Instant::now().saturating_duration_since(due);
+    assert!(
+        late_by < Duration::from_millis(2 * EVENT_SLACK_MS),
+        "released {late_by:?} after it was due (its deadline, or the agent's return): {out}"
+    );
+
+    let late_out = engaged(&mut late);
+    app1.cmd("close-in 2 fin");
+    let (report, out) = finish_engaged(late, late_out);
+    assert_eq!(report["reason"], "drained", "{out}");
+    assert!(!out.contains("reconnecting"), "the hook reconnected: {out}");
+    drop(first);
+}
+
+#[test]
+fn a_crash_cuts_no_held_http_hook_and_it_is_answered_once() {
+    require_root!();
+    let mut s = Scene::build_kept(json!({"graceful.dev/gate": "http"}));
+    wait_listening(&s.net.b, PORT, 10);
+    let (_lb, mut clients) = s.clients(2);
+    let gate = s.gate();
+    let (answer, closed_ns) = std::thread::scope(|t| {
+        let node = &s.net.a;
+        let hook = t.spawn(move || {
+            get(
+                node,
+                gate,
+                "/drain?policy=drained&settle=100ms&min=0s&max=30s",
+                Duration::from_secs(40),
+            )
+        });
+        wait_draining(&s.agent, 1);
+        s.agent.crash();
+        restarted(&s.agent, 1);
+        wait_draining(&s.agent, 1);
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(
+            !hook.is_finished(),
+            "the hook was answered (or cut) before its clients closed"
+        );
+        // One connection: the kubelet's, neither closed nor answered twice.
+        let hook_conns = s.net.b.exec(
+            "ss",
+            &["-Htn", "state", "established", &format!("sport = :{PORT}")],
+        );
+        assert_eq!(hook_conns.lines().count(), 1, "{hook_conns}");
+        clients.cmd("close-out 2 fin");
+        let closed_ns = graceful_tests::monotonic_ns();
+        (hook.join().unwrap(), closed_ns)
+    });
+    let answer = answer.expect("the hook's answer, from the new agent");
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(answer.json()["reason"], "drained", "{answer:?}");
+    let answered_ms = (graceful_tests::monotonic_ns() - closed_ns) / 1_000_000;
+    assert!(
+        answered_ms <= 100 + 2 * EVENT_SLACK_MS,
+        "answered {answered_ms} ms after the last close"
+    );
+    // The pod's gate is served from the kept listener.
+    let again = get(
+        &s.net.a,
+        s.gate(),
+        "/drain?policy=drained&min=0s&max=10s",
+        Duration::from_secs(10),
+    )
+    .unwrap();
+    assert_eq!(
+        (again.status, again.json()["reason"].clone()),
+        (200, json!("drained"))
+    );
+    assert!(
+        s.agent.log_text().contains("serving the listener handed over"),
+        "{}",
+        s.agent.log_text()
+    );
+}
