@@ -1,7 +1,9 @@
 //! `cargo xtask bench handover`: successive agents take the node over from
 //! each other (a surge rollout, a restart beside the old process) while
 //! drains are held: the gate's pause at p50 and p99, hooks cut (must be 0)
-//! and both agents' peak RSS. The measurement lives with the integration
+//! and both agents' peak RSS. `--crash`: `kill -9` of the agent under its
+//! keeper instead, each round (the pause is the node's time without an
+//! agent; the RSS, the keeper's and the new agent's). The measurement lives with the integration
 //! tests' support (`graceful_tests::bench::handover`), which owns the
 //! simulated pods and the agents; this builds it in release mode with the
 //! agent and the hook, and runs it.
@@ -14,6 +16,9 @@ pub struct Args {
     /// Drains held throughout (each from a container of its own).
     #[arg(long, default_value_t = 1000)]
     pub drains: usize,
+    /// `kill -9` of the agent under its keeper instead of handovers.
+    #[arg(long)]
+    pub crash: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -22,6 +27,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .arg("handover")
         .args(["--swaps", &args.swaps.to_string()])
         .args(["--drains", &args.drains.to_string()])
+        .args(args.crash.then_some("--crash"))
         .env("GRACEFUL_BIN", release.join("graceful"))
         .current_dir(xtask::util::workspace_root())
         .status()?;

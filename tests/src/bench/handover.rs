@@ -7,6 +7,11 @@
 //! serving the hooks), hooks cut (a held connection that saw its end or
 //! an error: must be 0), and both agents' peak RSS.
 //!
+//! With `--crash`, the agent runs under its keeper instead and each round
+//! is a `kill -9` of the agent: the keeper starts another, which serves
+//! the hooks it kept. The pause is then the node's time without an agent,
+//! and the RSS figures are the keeper's and the new agent's.
+//!
 //! The drains are held by one process ([`hold`], `graceful-bench
 //! hold-drains`) that enters each simulated container's cgroup in turn,
 //! asks the gate for a drain there (min = max = 10 minutes: held until the
@@ -35,6 +40,8 @@ const PER_POD: usize = 25;
 pub struct Config {
     pub swaps: usize,
     pub drains: usize,
+    /// Crashes under a keeper instead of handovers.
+    pub crash: bool,
 }
 
 fn vm_kib(pid: u32, field: &str) -> u64 {
@@ -176,7 +183,11 @@ pub fn run(c: &Config) -> anyhow::Result<()> {
         .flat_map(|p| p.containers.iter().map(|(_, cg)| cg.dir().to_path_buf()))
         .take(c.drains)
         .collect();
-    let mut current = Agent::with_gate();
+    let mut current = if c.crash {
+        Agent::with_gate().kept()
+    } else {
+        Agent::with_gate()
+    };
     current.start();
     let gate = current.gate_sock();
     let t = Instant::now();
@@ -192,36 +203,27 @@ pub fn run(c: &Config) -> anyhow::Result<()> {
     let (mut client_ms, mut logged_ms, mut old_rss, mut new_rss) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut cut = 0;
-    for swap in 0..c.swaps {
-        let old_pid = current.pid().expect("running");
-        let mut next = current.successor();
-        // The giver's RSS, sampled until it retires (exec resets it).
-        let sampling = Arc::new(AtomicBool::new(true));
-        let peak = {
-            let s = sampling.clone();
-            std::thread::spawn(move || {
-                let mut peak = vm_kib(old_pid, "VmRSS:");
-                while s.load(Ordering::Relaxed) && !cmdline(old_pid).contains("__retired") {
-                    peak = peak.max(vm_kib(old_pid, "VmRSS:"));
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                peak
-            })
-        };
+    let what = if c.crash { "crash" } else { "swap" };
+    for round in 0..c.swaps {
         let from = Instant::now();
-        next.start();
-        crate::wait_for(30, "the old agent to retire", || {
-            cmdline(old_pid).contains("__retired").then_some(())
-        });
+        let (old, new, log) = if c.crash {
+            crash(&current)
+        } else {
+            let (next, old) = swap(&current);
+            let new = vm_kib(next.pid().expect("running"), "VmHWM:") as f64 / 1024.0;
+            let log = next.log_text();
+            current.handed_over();
+            drop(std::mem::replace(&mut current, next));
+            (old, new, log)
+        };
         std::thread::sleep(Duration::from_millis(100));
         let to = Instant::now();
-        sampling.store(false, Ordering::Relaxed);
-        old_rss.push(peak.join().unwrap_or(0) as f64 / 1024.0);
-        new_rss.push(vm_kib(next.pid().expect("running"), "VmHWM:") as f64 / 1024.0);
+        old_rss.push(old);
+        new_rss.push(new);
         client_ms.push(probe.slowest(from, to));
-        let log = next.log_text();
         let held = log
             .lines()
+            .rev()
             .find(|l| l.contains("serving the hooks the previous agent held"))
             .unwrap_or_default()
             .to_string();
@@ -237,29 +239,66 @@ pub fn run(c: &Config) -> anyhow::Result<()> {
         let hooks = field("exec_hooks").unwrap_or(0.0) as usize;
         cut = holder.cut()?;
         println!(
-            "swap {:>2}: {hooks} hooks taken over, client pause {:.1} ms, logged {:.1} ms, cut so far {cut}",
-            swap + 1,
-            client_ms[swap],
-            logged_ms[swap]
+            "{what} {:>2}: {hooks} hooks served on, client pause {:.1} ms, logged {:.1} ms, cut so far {cut}",
+            round + 1,
+            client_ms[round],
+            logged_ms[round]
         );
-        current.handed_over();
-        drop(std::mem::replace(&mut current, next));
     }
     drop(probe);
     println!();
     summary("gate pause, client (ms)", client_ms);
     summary("gate pause, logged (ms)", logged_ms);
-    for (what, mib) in [("giver", &old_rss), ("taker", &new_rss)] {
+    let names = if c.crash {
+        [("keeper", &old_rss), ("agent", &new_rss)]
+    } else {
+        [("giver", &old_rss), ("taker", &new_rss)]
+    };
+    for (what, mib) in names {
         let max = mib.iter().copied().fold(0.0, f64::max);
         let mean = mib.iter().sum::<f64>() / mib.len().max(1) as f64;
         println!("{what} peak RSS               mean={mean:>6.1} MiB  max={max:>6.1} MiB");
     }
-    println!("hooks cut over {} swaps: {cut} of {}", c.swaps, cgroups.len());
+    println!("hooks cut over {} {what}es: {cut} of {}", c.swaps, cgroups.len());
     drop(holder);
     drop(current);
     drop(pods);
     anyhow::ensure!(cut == 0, "{cut} held hooks were cut");
     Ok(())
+}
+
+/// One handover to a successor: the successor, and the giver's peak RSS
+/// (sampled until it retires: the exec resets it).
+fn swap(current: &Agent) -> (Agent, f64) {
+    let old_pid = current.pid().expect("running");
+    let mut next = current.successor();
+    let sampling = Arc::new(AtomicBool::new(true));
+    let peak = {
+        let s = sampling.clone();
+        std::thread::spawn(move || {
+            let mut peak = vm_kib(old_pid, "VmRSS:");
+            while s.load(Ordering::Relaxed) && !cmdline(old_pid).contains("__retired") {
+                peak = peak.max(vm_kib(old_pid, "VmRSS:"));
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            peak
+        })
+    };
+    next.start();
+    crate::wait_for(30, "the old agent to retire", || {
+        cmdline(old_pid).contains("__retired").then_some(())
+    });
+    sampling.store(false, Ordering::Relaxed);
+    (next, peak.join().unwrap_or(0) as f64 / 1024.0)
+}
+
+/// One `kill -9` of the agent under its keeper, until the next is ready:
+/// the keeper's and the new agent's peak RSS (MiB), and the log.
+fn crash(current: &Agent) -> (f64, f64, String) {
+    let agent = current.crash();
+    let keeper = vm_kib(current.pid().expect("running"), "VmHWM:") as f64 / 1024.0;
+    let new = vm_kib(agent, "VmHWM:") as f64 / 1024.0;
+    (keeper, new, current.log_text())
 }
 
 /// `graceful-bench hold-drains`: asks the gate at `socket` for a drain

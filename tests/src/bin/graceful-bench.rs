@@ -39,6 +39,9 @@ enum Cmd {
         swaps: usize,
         #[arg(long, default_value_t = 1000)]
         drains: usize,
+        /// `kill -9` of the agent under its keeper instead of handovers.
+        #[arg(long)]
+        crash: bool,
     },
     /// For `bench handover`: hold a drain from each cgroup listed (see `bench::handover::hold`).
     #[command(hide = true)]
@@ -154,7 +157,9 @@ fn main() -> anyhow::Result<()> {
             bench::cluster_release::run(&Cluster::get(), &cfg);
             Ok(())
         }
-        Cmd::Handover { swaps, drains } => bench::handover::run(&bench::handover::Config { swaps, drains }),
+        Cmd::Handover { swaps, drains, crash } => {
+            bench::handover::run(&bench::handover::Config { swaps, drains, crash })
+        }
         Cmd::HoldDrains { socket, cgroups } => bench::handover::hold(&socket, &cgroups),
         Cmd::Floor { kind } => bench::designs::hold_floor(kind),
         Cmd::Nested {
