@@ -1,10 +1,14 @@
 //! The handover's decoder: whatever bytes and however many descriptors a
-//! peer sends on the handover socket, every frame type's decoder returns a
-//! value or an error that says what is wrong, never a panic; what decodes
-//! encodes back to a frame that decodes to the same value.
+//! peer sends on the handover socket (or an agent to its keeper), every
+//! frame type's decoder returns a value or an error that says what is
+//! wrong, never a panic; what decodes encodes back to a frame that decodes
+//! to the same value.
 #![no_main]
 
-use graceful::handover::wire::{self, Done, Hello, Offer, RecordFrame, Verdict};
+use graceful::{
+    handover::wire::{self, Done, Hello, Offer, RecordFrame, Verdict},
+    keeper::frames::{self, ToKeeper},
+};
 use libfuzzer_sys::fuzz_target;
 
 fn round_trip<T>(data: &[u8])
@@ -23,9 +27,13 @@ fuzz_target!(|data: &[u8]| {
     round_trip::<RecordFrame>(data);
     round_trip::<Done>(data);
     round_trip::<Verdict>(data);
+    round_trip::<ToKeeper>(data);
     // The descriptors' count comes from the kernel: every count is tried.
     let fds = data.first().map_or(0, |b| usize::from(b % 5));
     if let Ok(r) = wire::decode_record(data, fds) {
         assert_eq!(r.fds(), fds);
+    }
+    if let Ok(op) = frames::decode(data, fds) {
+        assert_eq!(frames::decode(&frames::encode(op.clone()), fds), Ok(op));
     }
 });
