@@ -136,13 +136,17 @@ fn spawn(args: &[OsString], theirs: BorrowedFd<'_>) -> anyhow::Result<u32> {
     }
     cmd.args(args.iter().skip(1)).env(super::ENV, raw.to_string());
     // SAFETY: between fork and exec the closure makes only
-    // async-signal-safe system calls (fcntl, prctl, getppid) on the
-    // child's own state.
+    // async-signal-safe system calls (fcntl, prctl, setpgid, getppid) on
+    // the child's own state.
     unsafe {
         cmd.pre_exec(move || {
             let fd = BorrowedFd::borrow_raw(raw);
             rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::empty())?;
             rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
+            // A group of its own: a terminal's Ctrl-C reaches the keeper
+            // alone, which passes it on once (a second signal would stop
+            // the agent at once, without its httpGet drains).
+            rustix::process::setpgid(None, None)?;
             // The keeper died between the fork and the prctl: no agent
             // without its keeper.
             if rustix::process::getppid() != Some(keeper) {
@@ -205,7 +209,9 @@ async fn watch(
 /// Reaps every child that has ended; the agent's status, if it has.
 fn reap(agent: u32) -> Option<rustix::process::WaitStatus> {
     let mut mine = None;
-    while let Ok(Some((p, st))) = rustix::process::waitpid(None, WaitOptions::NOHANG) {
+    // wait(2), not waitpid(None): that one waits for the keeper's own
+    // process group only, and the agent has a group of its own.
+    while let Ok(Some((p, st))) = rustix::process::wait(WaitOptions::NOHANG) {
         if p.as_raw_nonzero().get() as u32 == agent {
             mine = Some(st);
         }
