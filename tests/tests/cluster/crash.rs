@@ -14,7 +14,7 @@ use crate::{
 
 /// The agent's pid in its pod: the container's process whose parent (the
 /// keeper) is in the container too.
-fn agent_pid(pod: &Pod) -> u32 {
+pub fn agent_pid(pod: &Pod) -> u32 {
     let procs = std::fs::read_to_string(pod.container_cgroup_dir("agent").join("cgroup.procs")).unwrap();
     let pids: Vec<u32> = procs.lines().filter_map(|l| l.parse().ok()).collect();
     let parent = |pid: u32| -> Option<u32> {
@@ -28,6 +28,30 @@ fn agent_pid(pod: &Pod) -> u32 {
         .collect();
     assert_eq!(agents.len(), 1, "the agent container's processes: {pids:?}");
     agents[0]
+}
+
+/// `kill -9` of the agent in pod `name`, as the OOM killer would; once
+/// the keeper's new agent serves the held hooks: the pid killed, and the
+/// new agent's line that says so.
+pub fn kill_the_agent(cluster: &graceful_tests::cluster::Cluster, name: &str) -> (u32, String) {
+    const SERVING: &str = "serving the hooks the previous agent held";
+    let logs = || cluster.kubectl(&["-n", AGENT_NAMESPACE, "logs", name]);
+    let seen = logs().matches(SERVING).count();
+    let pod = Pod::from_json(&cluster.json(&["-n", AGENT_NAMESPACE, "get", "pod", name]));
+    let pid = agent_pid(&pod);
+    // SAFETY: kill(2) on the node's agent, which this suite's node runs.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGKILL) }, 0);
+    let log = graceful_tests::wait_for(60, "the keeper's new agent to serve the held hooks", || {
+        let log = logs();
+        (log.matches(SERVING).count() > seen).then_some(log)
+    });
+    assert!(log.contains("keeper: the agent was killed by SIGKILL"), "{log}");
+    let line = log
+        .lines()
+        .rev()
+        .find(|l| l.contains(SERVING))
+        .unwrap_or_default();
+    (pid, line.to_string())
 }
 
 fn restarts(cluster: &graceful_tests::cluster::Cluster, name: &str) -> u64 {
@@ -57,34 +81,20 @@ fn a_kill_9_of_the_agent_mid_drain_cuts_no_hook() {
     let (http_clients, mut http_log) = deleted_with_clients(&cluster, &ns, &http, "http");
 
     let name = cluster.agent_pod(10);
-    let agent_pod = Pod::from_json(&cluster.json(&["-n", AGENT_NAMESPACE, "get", "pod", &name]));
     let before = restarts(&cluster, &name);
-    let killed = agent_pid(&agent_pod);
-    // SAFETY: kill(2) on the node's agent, which this suite's node runs.
-    assert_eq!(unsafe { libc::kill(killed as i32, libc::SIGKILL) }, 0);
-    let log = graceful_tests::wait_for(60, "the keeper's new agent to serve the held hooks", || {
-        let log = cluster.kubectl(&["-n", AGENT_NAMESPACE, "logs", &name]);
-        log.lines()
-            .any(|l| {
-                l.contains("serving the hooks the previous agent held")
-                    && l.contains("exec_hooks=1 http_hooks=1")
-            })
-            .then_some(log)
-    });
-    assert!(log.contains("keeper: the agent was killed by SIGKILL"), "{log}");
-    eprintln!(
-        "{}",
-        log.lines()
-            .rev()
-            .find(|l| l.contains("serving the hooks the previous agent held"))
-            .unwrap_or_default()
+    let (killed, line) = kill_the_agent(&cluster, &name);
+    eprintln!("{line}");
+    assert!(
+        line.contains("exec_hooks=1 http_hooks=1"),
+        "the new agent did not serve both hooks: {line}"
     );
-    assert_ne!(agent_pid(&agent_pod), killed);
     assert_eq!(
         restarts(&cluster, &name),
         before,
         "the container restarted: its keeper died with the agent"
     );
+    let agent_pod = Pod::from_json(&cluster.json(&["-n", AGENT_NAMESPACE, "get", "pod", &name]));
+    assert_ne!(agent_pid(&agent_pod), killed);
     for (log, what) in [(&mut exec_log, "exec"), (&mut http_log, "http")] {
         assert_eq!(
             sigterm_ns(log),
