@@ -10,7 +10,9 @@
 //! With `--crash`, the agent runs under its keeper instead and each round
 //! is a `kill -9` of the agent: the keeper starts another, which serves
 //! the hooks it kept. The pause is then the node's time without an agent,
-//! and the RSS figures are the keeper's and the new agent's.
+//! and the RSS figures are the keeper's and the new agent's. Rounds come
+//! 31 s apart: the keeper backs off an agent that crashes within 30 s of
+//! its start, and that back-off is not what is measured.
 //!
 //! The drains are held by one process ([`hold`], `graceful-bench
 //! hold-drains`) that enters each simulated container's cgroup in turn,
@@ -204,10 +206,19 @@ pub fn run(c: &Config) -> anyhow::Result<()> {
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut cut = 0;
     let what = if c.crash { "crash" } else { "swap" };
+    // The keeper backs off an agent that crashes soon after its start:
+    // each crash comes once the agent has run that long.
+    let mut agent_since = Instant::now();
     for round in 0..c.swaps {
+        if c.crash {
+            let stable = graceful::keeper::restarts::STABLE + Duration::from_secs(1);
+            std::thread::sleep(stable.saturating_sub(agent_since.elapsed()));
+        }
         let from = Instant::now();
         let (old, new, log) = if c.crash {
-            crash(&current)
+            let r = crash(&current);
+            agent_since = Instant::now();
+            r
         } else {
             let (next, old) = swap(&current);
             let new = vm_kib(next.pid().expect("running"), "VmHWM:") as f64 / 1024.0;
