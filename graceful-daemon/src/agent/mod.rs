@@ -94,8 +94,8 @@ pub fn run(pins: &PinDir, api_socket: &Path, settings: Settings) -> anyhow::Resu
     if let Some(k) = &kept {
         info!(
             keeper = k.giver,
-            listeners = k.http.len() + usize::from(k.gate.is_some()),
-            hooks = k.exec_hooks.len() + k.http_hooks.len(),
+            listeners = k.listeners(),
+            hooks = k.hooks(),
             "keeper: the previous agent died; taking the listeners and held hooks it kept"
         );
     }

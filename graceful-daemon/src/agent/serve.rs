@@ -345,7 +345,7 @@ fn resume(inherited: Inherited, drainer: &Arc<Drainer>, registry: &Arc<Registry>
     // on), served by a task of its own.
     for (hook, fd) in inherited.exec_hooks {
         if let Some(h) = crate::gate::resume::Resumed::hold(registry, hook, fd) {
-            tokio::spawn(h.exec(drainer.clone(), registry.clone()));
+            tokio::spawn(crate::gate::resume::exec(drainer.clone(), registry.clone(), h));
         }
     }
     for (hook, fd) in inherited.http_hooks {
@@ -354,7 +354,7 @@ fn resume(inherited: Inherited, drainer: &Arc<Drainer>, registry: &Arc<Registry>
             continue;
         };
         if let Some(h) = crate::httpgate::resume::Resumed::hold(&ctx.registry, hook, fd) {
-            tokio::spawn(h.http(ctx.clone()));
+            tokio::spawn(crate::httpgate::resume::http(ctx.clone(), h));
         }
     }
 }

@@ -66,8 +66,8 @@ pub fn claim_or_take<A>(
         Ok(inherited) => {
             info!(
                 giver = inherited.giver,
-                listeners = inherited.http.len() + usize::from(inherited.gate.is_some()),
-                hooks = inherited.exec_hooks.len() + inherited.http_hooks.len(),
+                listeners = inherited.listeners(),
+                hooks = inherited.hooks(),
                 "handover: took the node's listeners and held hooks; waiting for the old agent to let its locks go"
             );
             // The gate's listener is ours now: no need to ask who answers.

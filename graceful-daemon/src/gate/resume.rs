@@ -55,24 +55,13 @@ impl Resumed {
                 return None;
             }
         };
-        let admission = registry.admit();
-        let hold = registry
-            .hold(
-                Record::ExecHook(hook.clone()),
-                std::os::fd::AsFd::as_fd(&stream),
-                &admission,
-            )
-            .ok();
+        let hold = registry.resume(Record::ExecHook(hook.clone()), std::os::fd::AsFd::as_fd(&stream));
         Some(Resumed { hook, stream, hold })
-    }
-
-    /// Runs the hook's drain to its release and answers it.
-    pub async fn exec(self, drainer: Arc<Drainer>, registry: Arc<Registry>) {
-        exec(drainer, registry, self).await
     }
 }
 
-async fn exec(drainer: Arc<Drainer>, registry: Arc<Registry>, resumed: Resumed) {
+/// Runs the handed-over hook's drain to its release and answers it.
+pub async fn exec(drainer: Arc<Drainer>, registry: Arc<Registry>, resumed: Resumed) {
     let Resumed { hook, stream, hold } = resumed;
     let pod = hook.pod.clone();
     let (mut rd, mut wr) = stream.into_split();

@@ -236,6 +236,13 @@ impl Registry {
         })
     }
 
+    /// A hook held already by the agent before this one (handed over or
+    /// kept), with its connection: admitted and held at once.
+    pub fn resume(self: &Arc<Self>, record: Record, conn: BorrowedFd<'_>) -> Option<Hold> {
+        let admission = self.admit();
+        self.hold(record, conn, &admission).ok()
+    }
+
     /// Whether this agent writes to its held hooks now (no handover runs).
     pub fn answering(&self) -> bool {
         *self.answering.borrow() == Freeze::Open

@@ -28,6 +28,18 @@ pub struct Inherited {
     pub giver: u32,
 }
 
+impl Inherited {
+    /// How many listeners (the gate's, each pod's httpGet) it holds.
+    pub fn listeners(&self) -> usize {
+        self.http.len() + usize::from(self.gate.is_some())
+    }
+
+    /// How many held hooks, exec and httpGet.
+    pub fn hooks(&self) -> usize {
+        self.exec_hooks.len() + self.http_hooks.len()
+    }
+}
+
 /// What a keeper kept and what a handover brought, as one: a crash of
 /// the agent met by a successor's start. The handover's gate listener
 /// is the one bound at the gate's path; the kept one's queue is cut

@@ -40,24 +40,13 @@ impl Resumed {
                 return None;
             }
         };
-        let admission = registry.admit();
-        let hold = registry
-            .hold(
-                Record::HttpHook(hook.clone()),
-                std::os::fd::AsFd::as_fd(&stream),
-                &admission,
-            )
-            .ok();
+        let hold = registry.resume(Record::HttpHook(hook.clone()), std::os::fd::AsFd::as_fd(&stream));
         Some(Resumed { hook, stream, hold })
-    }
-
-    /// Runs the hook's drain to its release and answers it.
-    pub async fn http(self, ctx: Arc<Ctx>) {
-        http(ctx, self).await
     }
 }
 
-async fn http(ctx: Arc<Ctx>, resumed: Resumed) {
+/// Runs the handed-over hook's drain to its release and answers it.
+pub async fn http(ctx: Arc<Ctx>, resumed: Resumed) {
     let Resumed { hook, stream, hold } = resumed;
     let pod = hook.pod.clone();
     let (mut rd, mut wr) = stream.into_split();

@@ -86,9 +86,7 @@ impl Link {
                 error,
             })?;
         let got = take::receive(&self.chan)?;
-        let n =
-            got.exec_hooks.len() + got.http_hooks.len() + got.http.len() + usize::from(got.gate.is_some());
-        Ok((n > 0).then_some(got))
+        Ok((got.listeners() + got.hooks() > 0).then_some(got))
     }
 
     fn send(&self, op: Op, fds: &[BorrowedFd<'_>]) {
