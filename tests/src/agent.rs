@@ -261,10 +261,7 @@ impl Agent {
         let keeper = self.pid()?;
         std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
             let pid: u32 = e.file_name().to_str()?.parse().ok()?;
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            // pid (comm) state ppid ...: comm may hold spaces, not ')'.
-            let ppid: u32 = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()?;
-            (ppid == keeper).then_some(pid)
+            (parent_of(pid)? == keeper).then_some(pid)
         })
     }
 
@@ -426,4 +423,24 @@ impl Drop for Agent {
             eprintln!("agent log kept at {}", self.log.display());
         }
     }
+}
+
+/// A process's parent, from /proc/PID/stat (`pid (comm) state ppid ...`:
+/// comm may hold spaces and parentheses, not after its last ')').
+pub fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// From an agent's log, its last "serving the hooks the previous agent
+/// held" line's `since_pause_ms`: how long after the previous agent's
+/// pause (a handover's freeze, a crash) it served the held hooks.
+pub fn since_pause_ms(log: &str) -> f64 {
+    log.lines()
+        .rev()
+        .find(|l| l.contains("serving the hooks the previous agent held"))
+        .and_then(|l| l.split("since_pause_ms=").nth(1))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no pause in the agent's log: {log}"))
 }

@@ -5,26 +5,22 @@
 //! SIGTERM still comes just after its own last client closes, and the
 //! kubelet records no `FailedPreStopHook`.
 
-use graceful_tests::cluster::{pod::Pod, Namespace, AGENT_NAMESPACE};
-
-use crate::{
-    gate::{deleted_with_clients, events_by, held_until_the_last_close, sigterm_ns},
-    http_gate::{http_pod, wait_gate},
+use graceful_tests::{
+    agent::parent_of,
+    cluster::{pod::Pod, Namespace, AGENT_NAMESPACE},
 };
+
+use crate::handover::TwoDrains;
 
 /// The agent's pid in its pod: the container's process whose parent (the
 /// keeper) is in the container too.
 pub fn agent_pid(pod: &Pod) -> u32 {
     let procs = std::fs::read_to_string(pod.container_cgroup_dir("agent").join("cgroup.procs")).unwrap();
     let pids: Vec<u32> = procs.lines().filter_map(|l| l.parse().ok()).collect();
-    let parent = |pid: u32| -> Option<u32> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
-    };
     let agents: Vec<u32> = pids
         .iter()
         .copied()
-        .filter(|p| parent(*p).is_some_and(|pp| pids.contains(&pp)))
+        .filter(|p| parent_of(*p).is_some_and(|pp| pids.contains(&pp)))
         .collect();
     assert_eq!(agents.len(), 1, "the agent container's processes: {pids:?}");
     agents[0]
@@ -65,20 +61,7 @@ fn restarts(cluster: &graceful_tests::cluster::Cluster, name: &str) -> u64 {
 fn a_kill_9_of_the_agent_mid_drain_cuts_no_hook() {
     let (cluster, _serial) = crate::node();
     let ns = Namespace::create(&cluster, "crash");
-    let hook = [
-        "--policy", "drained", "--settle", "200ms", "--min", "0s", "--max", "120s",
-    ];
-    ns.apply(&crate::app_pod("exec", Some(&hook), 150));
-    ns.apply(&http_pod(
-        "http",
-        "policy=drained&settle=200ms&min=0s&max=120s",
-        150,
-    ));
-    let exec = Pod::wait_ready(&ns, "app=exec", 1, 60).remove(0);
-    let http = Pod::wait_ready(&ns, "app=http", 1, 60).remove(0);
-    wait_gate(&cluster, &http);
-    let (exec_clients, mut exec_log) = deleted_with_clients(&cluster, &ns, &exec, "exec");
-    let (http_clients, mut http_log) = deleted_with_clients(&cluster, &ns, &http, "http");
+    let mut drains = TwoDrains::start(&cluster, &ns);
 
     let name = cluster.agent_pod(10);
     let before = restarts(&cluster, &name);
@@ -95,36 +78,6 @@ fn a_kill_9_of_the_agent_mid_drain_cuts_no_hook() {
     );
     let agent_pod = Pod::from_json(&cluster.json(&["-n", AGENT_NAMESPACE, "get", "pod", &name]));
     assert_ne!(agent_pid(&agent_pod), killed);
-    for (log, what) in [(&mut exec_log, "exec"), (&mut http_log, "http")] {
-        assert_eq!(
-            sigterm_ns(log),
-            None,
-            "{what}: SIGTERM came after the agent's crash"
-        );
-    }
-
-    held_until_the_last_close(
-        &ns,
-        &exec,
-        exec_clients,
-        &mut exec_log,
-        "exec",
-        "exec hook across a crash: ",
-    );
-    held_until_the_last_close(
-        &ns,
-        &http,
-        http_clients,
-        &mut http_log,
-        "http",
-        "httpGet hook across a crash: ",
-    );
-    for pod in [&exec, &http] {
-        let kubelet = events_by(&ns, &pod.uid, "kubelet");
-        assert!(
-            !kubelet.iter().any(|(r, _)| r == "FailedPreStopHook"),
-            "{}: {kubelet:?}",
-            pod.name
-        );
-    }
+    drains.no_sigterm_yet("the agent's crash");
+    drains.finish(&ns, "a crash");
 }

@@ -4,31 +4,76 @@
 //! pod's SIGTERM still comes just after its own last client closes, and the
 //! kubelet records no `FailedPreStopHook`. Rolled back, it hands over again.
 
-use graceful_tests::cluster::{pod::Pod, Namespace, AGENT_IMAGE, AGENT_NAMESPACE};
+use graceful_tests::cluster::{
+    clients::Clients,
+    pod::{Log, Pod},
+    Cluster, Namespace, AGENT_IMAGE, AGENT_NAMESPACE,
+};
 
 use crate::{
-    gate::{deleted_with_clients, events_by, held_until_the_last_close},
+    gate::{deleted_with_clients, events_by, held_until_the_last_close, sigterm_ns},
     http_gate::{http_pod, wait_gate},
 };
+
+/// Two pods held by three clients each, one through each gate (`drained`,
+/// settle 200 ms, max 120 s), and deleted: what a test does to the agent
+/// comes in between [`TwoDrains::start`] and [`TwoDrains::finish`].
+pub struct TwoDrains {
+    held: Vec<(Pod, Clients, Log, &'static str)>,
+}
+
+impl TwoDrains {
+    pub fn start(cluster: &Cluster, ns: &Namespace) -> TwoDrains {
+        let hook = [
+            "--policy", "drained", "--settle", "200ms", "--min", "0s", "--max", "120s",
+        ];
+        ns.apply(&crate::app_pod("exec", Some(&hook), 150));
+        ns.apply(&http_pod(
+            "http",
+            "policy=drained&settle=200ms&min=0s&max=120s",
+            150,
+        ));
+        let exec = Pod::wait_ready(ns, "app=exec", 1, 60).remove(0);
+        let http = Pod::wait_ready(ns, "app=http", 1, 60).remove(0);
+        wait_gate(cluster, &http);
+        let held = [(exec, "exec"), (http, "http")]
+            .into_iter()
+            .map(|(pod, name)| {
+                let (clients, log) = deleted_with_clients(cluster, ns, &pod, name);
+                (pod, clients, log, name)
+            })
+            .collect();
+        TwoDrains { held }
+    }
+
+    /// Neither app has had its SIGTERM (`during`: what happened).
+    pub fn no_sigterm_yet(&mut self, during: &str) {
+        for (_, _, log, what) in &mut self.held {
+            assert_eq!(sigterm_ns(log), None, "{what}: SIGTERM came during {during}");
+        }
+    }
+
+    /// Each pod's clients close; its SIGTERM comes just after, and the
+    /// kubelet recorded no `FailedPreStopHook` (`during`: for the output).
+    pub fn finish(self, ns: &Namespace, during: &str) {
+        for (pod, clients, mut log, name) in self.held {
+            let what = format!("{name} hook across {during}: ");
+            held_until_the_last_close(ns, &pod, clients, &mut log, name, &what);
+            let kubelet = events_by(ns, &pod.uid, "kubelet");
+            assert!(
+                !kubelet.iter().any(|(r, _)| r == "FailedPreStopHook"),
+                "{}: {kubelet:?}",
+                pod.name
+            );
+        }
+    }
+}
 
 #[test]
 fn a_rolling_update_of_the_agent_mid_drain_cuts_no_hook() {
     let (cluster, _serial) = crate::node();
     let ns = Namespace::create(&cluster, "handover");
-    let hook = [
-        "--policy", "drained", "--settle", "200ms", "--min", "0s", "--max", "120s",
-    ];
-    ns.apply(&crate::app_pod("exec", Some(&hook), 150));
-    ns.apply(&http_pod(
-        "http",
-        "policy=drained&settle=200ms&min=0s&max=120s",
-        150,
-    ));
-    let exec = Pod::wait_ready(&ns, "app=exec", 1, 60).remove(0);
-    let http = Pod::wait_ready(&ns, "app=http", 1, 60).remove(0);
-    wait_gate(&cluster, &http);
-    let (exec_clients, mut exec_log) = deleted_with_clients(&cluster, &ns, &exec, "exec");
-    let (http_clients, mut http_log) = deleted_with_clients(&cluster, &ns, &http, "http");
+    let mut drains = TwoDrains::start(&cluster, &ns);
 
     // The upgrade: a new tag of the agent's image, rolled with surge.
     let next = format!("{AGENT_IMAGE}-next");
@@ -48,38 +93,8 @@ fn a_rolling_update_of_the_agent_mid_drain_cuts_no_hook() {
             .find(|l| l.contains("serving the hooks the previous agent held"))
             .unwrap_or_default()
     );
-    for (log, what) in [(&mut exec_log, "exec"), (&mut http_log, "http")] {
-        assert_eq!(
-            crate::gate::sigterm_ns(log),
-            None,
-            "{what}: SIGTERM came during the agent's rollout"
-        );
-    }
-
-    held_until_the_last_close(
-        &ns,
-        &exec,
-        exec_clients,
-        &mut exec_log,
-        "exec",
-        "exec hook across a rollout: ",
-    );
-    held_until_the_last_close(
-        &ns,
-        &http,
-        http_clients,
-        &mut http_log,
-        "http",
-        "httpGet hook across a rollout: ",
-    );
-    for pod in [&exec, &http] {
-        let kubelet = events_by(&ns, &pod.uid, "kubelet");
-        assert!(
-            !kubelet.iter().any(|(r, _)| r == "FailedPreStopHook"),
-            "{}: {kubelet:?}",
-            pod.name
-        );
-    }
+    drains.no_sigterm_yet("the agent's rollout");
+    drains.finish(&ns, "a rollout");
 
     // Back to the image as shipped: another handover, with nothing held.
     let back = cluster.roll_agent_to(AGENT_IMAGE);

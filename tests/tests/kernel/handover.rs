@@ -14,7 +14,7 @@ use std::{
 
 use graceful::handover::{fds, give, peer, wire};
 use graceful_tests::{
-    agent::Agent,
+    agent::{since_pause_ms, Agent},
     cgroup::Cgroup,
     gate::{engaged, finish_engaged, hook, wait_draining},
     http_hook::{get, wait_listening, Scene, PORT},
@@ -35,17 +35,6 @@ fn retired(first: &Agent) {
     });
     let log = first.log_text();
     assert!(log.contains("this agent retires"), "{log}");
-}
-
-/// The successor's log line: how long after the old agent's pause it
-/// served the held hooks.
-fn since_pause_ms(log: &str) -> f64 {
-    log.lines()
-        .find(|l| l.contains("serving the hooks the previous agent held"))
-        .and_then(|l| l.split("since_pause_ms=").nth(1))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no pause in the successor's log: {log}"))
 }
 
 #[test]

@@ -11,7 +11,7 @@
 use std::time::{Duration, Instant};
 
 use graceful_tests::{
-    agent::Agent,
+    agent::{since_pause_ms, Agent},
     cgroup::Cgroup,
     gate::{engaged, finish, finish_engaged, hook, wait_draining},
     http_hook::{get, wait_listening, Scene, PORT},
@@ -33,14 +33,8 @@ fn restarted(agent: &Agent, hooks: usize) {
                 && l.contains(&format!("hooks={hooks}"))),
         "{log}"
     );
-    let since = log
-        .lines()
-        .rev()
-        .find(|l| l.contains("serving the hooks the previous agent held"))
-        .and_then(|l| l.split("since_pause_ms=").nth(1))
-        .and_then(|v| v.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no pause in the log: {log}"));
-    eprintln!("no agent ran for {since} ms: from the crash to the held hooks served again");
+    let since = since_pause_ms(&log);
+    eprintln!("no agent ran for {since:.1} ms: from the crash to the held hooks served again");
 }
 
 #[test]
