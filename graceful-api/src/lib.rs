@@ -149,6 +149,37 @@ pub struct Resumed {
 /// The most timeline points a resumed request carries.
 pub const MAX_RESUMED_POINTS: usize = 512;
 
+impl Resumed {
+    /// A drain seen so far from its first point.
+    pub fn starting(p: Point) -> Resumed {
+        Resumed {
+            inbound_at_start: p.inbound,
+            peak_inbound: p.inbound,
+            timeline: vec![p],
+        }
+    }
+
+    /// Carries `p` on: a point that repeats the last count, or comes
+    /// before it, adds nothing; past [`MAX_RESUMED_POINTS`] the start
+    /// and the latest are kept (as `graceful-wait` keeps them). Whether
+    /// it added `p`.
+    pub fn point(&mut self, p: Point) -> bool {
+        if self
+            .timeline
+            .last()
+            .is_some_and(|l| l.inbound == p.inbound || l.ms > p.ms)
+        {
+            return false;
+        }
+        if self.timeline.len() >= MAX_RESUMED_POINTS {
+            self.timeline.remove(1);
+        }
+        self.timeline.push(p);
+        self.peak_inbound = self.peak_inbound.max(p.inbound);
+        true
+    }
+}
+
 /// Defaults when neither an annotation nor a flag sets a value.
 pub const DEFAULT_MIN_MS: u64 = 2000;
 pub const DEFAULT_SETTLE_MS: u64 = 1000;

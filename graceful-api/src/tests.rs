@@ -75,3 +75,22 @@ fn echoed_values_are_clipped_with_their_length() {
     let e = DrainRequest::parse(body.as_bytes()).unwrap_err();
     assert!(e.len() < 1000 && e.contains("bytes)"), "{}", e.len());
 }
+
+#[test]
+fn progress_so_far_keeps_its_start_and_latest_points() {
+    let mut r = Resumed::starting(Point { ms: 0, inbound: 3 });
+    r.point(Point { ms: 5, inbound: 3 });
+    r.point(Point { ms: 7, inbound: 9 });
+    r.point(Point { ms: 6, inbound: 1 });
+    assert_eq!((r.inbound_at_start, r.peak_inbound, r.timeline.len()), (3, 9, 2));
+    for i in 0..2 * MAX_RESUMED_POINTS as u64 {
+        r.point(Point {
+            ms: 10 + i,
+            inbound: i % 2,
+        });
+    }
+    assert_eq!(r.timeline.len(), MAX_RESUMED_POINTS);
+    assert_eq!(r.timeline[0], Point { ms: 0, inbound: 3 });
+    assert_eq!(r.timeline.last().unwrap().ms, 9 + 2 * MAX_RESUMED_POINTS as u64);
+    assert_eq!(r.peak_inbound, 9);
+}

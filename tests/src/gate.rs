@@ -85,3 +85,26 @@ fn report_of(status: std::process::ExitStatus, stdout: String, stderr: &[u8]) ->
         .unwrap_or_else(|e| panic!("last line {last:?} is not JSON: {e}\n{stderr}"));
     (report, format!("{stdout}{stderr}"))
 }
+
+/// A report that carries on what an earlier agent saw of its drain: the
+/// count at the start, the peak, and the timeline's first counts in
+/// `seen` order, ending at 0.
+pub fn assert_carried_on(report: &Value, seen: &[u64]) {
+    let counts: Vec<u64> = report["timeline"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no timeline: {report}"))
+        .iter()
+        .map(|p| p["inbound"].as_u64().unwrap())
+        .collect();
+    assert!(
+        counts.starts_with(seen) && counts.last() == Some(&0),
+        "timeline {counts:?}, wanted it to start {seen:?} and end at 0: {report}"
+    );
+    assert_eq!(report["inbound_at_start"], seen[0], "{report}");
+    assert_eq!(report["peak_inbound"], *seen.iter().max().unwrap(), "{report}");
+    let first_ms = report["timeline"][0]["ms"].as_u64().unwrap();
+    assert!(
+        first_ms < 100,
+        "the timeline starts {first_ms} ms into the drain: {report}"
+    );
+}

@@ -72,6 +72,17 @@ pub struct Prepared {
     span: Span,
 }
 
+impl Prepared {
+    /// A drain an earlier agent ran (handed over or kept): the report
+    /// starts from what it saw (`before`), when it saw anything.
+    pub fn carrying_on(mut self, before: Option<Resumed>) -> Prepared {
+        if before.is_some() {
+            self.resumed = before;
+        }
+        self
+    }
+}
+
 impl Drainer {
     pub fn new(
         kernel: Kernel,

@@ -92,8 +92,14 @@ pub async fn exec(drainer: Arc<Drainer>, registry: Arc<Registry>, resumed: Resum
     };
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Bytes>();
     let open = registry.clone();
+    let so_far = hold.as_ref().map(|h| h.progress());
+    // The report carries on from what the previous agent saw.
+    let prepared = prepared.carrying_on(hook.progress.clone());
     let run = drainer.clone().run(prepared, move |p| {
         if open.answering() {
+            if let Some(s) = &so_far {
+                s.point(p);
+            }
             let _ = tx.send(line_bytes(&Line::Progress {
                 ms: p.ms,
                 inbound: p.inbound,

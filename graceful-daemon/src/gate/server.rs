@@ -293,6 +293,8 @@ async fn drain(
         pid: caller.pid as u32,
         request: String::from_utf8_lossy(&body).into_owned(),
         arrived_ns,
+        // A reconnect's earlier attempts, carried on from the start.
+        progress: r.resumed.clone(),
     };
     let prepared = match drainer.prepare(subject(caller, true), &r, arrived_ns) {
         Ok(p) => p,
@@ -312,10 +314,14 @@ async fn drain(
         let _ticket = ticket;
         let progress_tx = tx.clone();
         let open = conn.registry.clone();
+        let so_far = hold.as_ref().map(|h| h.progress());
         let run = drainer.run(prepared, move |p| {
             // Frozen for a handover: the successor writes from here.
             if !open.answering() {
                 return;
+            }
+            if let Some(s) = &so_far {
+                s.point(p);
             }
             let line = Line::Progress {
                 ms: p.ms,

@@ -16,7 +16,7 @@ use super::{
     fds::{self, Channel},
     held::Registry,
     peer, retire,
-    wire::{self, Done, Hello, Offer, RecordFrame, Verdict, VERSION},
+    wire::{self, Done, Hello, Offer, RecordFrame, Verdict},
 };
 use crate::bpf::paths::PinDir;
 
@@ -117,6 +117,9 @@ fn give(
     let proof = hello.fds.into_iter().next();
     let h: Hello = wire::decode(&hello.bytes)?;
     peer::check_proof(pins, proof)?;
+    // The newest format both read (the hello's decoding refused a taker
+    // that reads none of this agent's).
+    let format = h.format().ok_or(wire::WireError::Version { got: h.version })?;
     info!(taker = pid, agent = %h.agent, "handover: a successor asks; pausing the gates");
 
     let (items, cut) = rt.block_on(registry.freeze(SETTLE)).map_err(io("snapshot"))?;
@@ -126,7 +129,7 @@ fn give(
     }
     let sent = (|| {
         let offer = Offer {
-            version: VERSION,
+            version: format,
             pid: std::process::id(),
             agent: env!("CARGO_PKG_VERSION").into(),
             paused_ns,
@@ -135,14 +138,14 @@ fn give(
         chan.send(&wire::encode(&offer), &[]).map_err(io("offer"))?;
         for item in &items {
             let frame = RecordFrame {
-                version: VERSION,
-                record: item.record.clone(),
+                version: format,
+                record: item.record.clone().in_format(format),
             };
             chan.send(&wire::encode(&frame), &item.borrowed())
                 .map_err(io("record"))?;
         }
         let done = Done {
-            version: VERSION,
+            version: format,
             records: items.len() as u32,
         };
         chan.send(&wire::encode(&done), &[]).map_err(io("done"))?;

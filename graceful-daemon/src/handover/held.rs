@@ -23,6 +23,8 @@ use std::{
 
 use tokio::sync::watch;
 
+use graceful_api::Point;
+
 use super::wire::Record;
 use crate::sync;
 
@@ -43,6 +45,8 @@ pub trait Mirror: Send + Sync {
     fn deposit(&self, record: &Record, fds: &[BorrowedFd<'_>]) -> Option<Key>;
     /// Let `key` go: answered or closed here.
     fn withdraw(&self, key: Key);
+    /// `key`'s drain saw `point` (see [`Record::carry_on`]).
+    fn point(&self, key: Key, point: Point);
     /// Everything taken at the start is registered again.
     fn settled(&self);
     /// The node is handed over: keep nothing.
@@ -321,6 +325,15 @@ pub struct Hold {
 }
 
 impl Hold {
+    /// Where this hook's drain reports its points, so that what its
+    /// report has so far goes with it to a successor or a keeper.
+    pub fn progress(&self) -> Progress {
+        Progress {
+            registry: self.registry.clone(),
+            id: self.id,
+        }
+    }
+
     /// Waits until this agent may answer the hook, and takes it out of
     /// the registry: at once unless a handover runs; after a refused one,
     /// once it is thawed; never once handed over (the taker answers).
@@ -339,6 +352,29 @@ impl Hold {
             }
             if rx.changed().await.is_err() {
                 return std::future::pending().await;
+            }
+        }
+    }
+}
+
+/// A held hook's drain's points, carried on in its record (see
+/// [`Hold::progress`]); cheap to clone.
+#[derive(Clone)]
+pub struct Progress {
+    registry: Arc<Registry>,
+    id: Option<u64>,
+}
+
+impl Progress {
+    /// The drain saw `p`. Under the registry's lock, as every change the
+    /// keeper mirrors.
+    pub fn point(&self, p: &Point) {
+        let Some(id) = self.id else { return };
+        let mut g = sync::lock(&self.registry.inner);
+        let Some(e) = g.hooks.get_mut(&id) else { return };
+        if e.record.carry_on(*p) {
+            if let (Some(k), Some(key)) = (&self.registry.keeper, e.kept) {
+                k.point(key, *p);
             }
         }
     }

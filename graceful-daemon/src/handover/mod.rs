@@ -7,7 +7,9 @@
 //! - the gate's listening socket, with the connections queued in it;
 //! - each pod's httpGet listener, with its network namespace;
 //! - each held hook's connection (exec and httpGet) and what its drain
-//!   was asked: the request, the caller, its original start.
+//!   was asked: the request, the caller, its original start; and what its
+//!   report has so far (the count at its start, its peak, its timeline),
+//!   which the drain's points keep up to date in the registry ([`held`]).
 //!
 //! How (one taker at a time, over a unix SOCK_SEQPACKET socket in the gate
 //! directory's `.handover/`, see [`fds`]):
@@ -29,8 +31,13 @@
 //! A hook is answered by exactly one agent: by the old one before the
 //! freeze, or by the new one after it. What is not carried: connections
 //! still sending their request at the pause (their `graceful-wait`
-//! reconnects), the local API's connections, and a drain's progress so far
-//! (the new agent's report restarts its timeline, from the same start).
+//! reconnects) and the local API's connections.
+//!
+//! Releases: the frames carry a format version, and each side reads the
+//! formats before its own (see [`wire`]), so an upgrade and a rollback
+//! both hand over. A taker that cannot read what it is offered refuses in
+//! one line, says so in an Event on its own pod once the API is reached,
+//! and waits for the node as before handovers.
 
 pub mod fds;
 pub mod give;

@@ -12,7 +12,7 @@ use tracing::info;
 use super::{
     fds::{self, Channel},
     peer,
-    wire::{self, Done, ExecHook, Hello, HttpHook, Offer, Record, Verdict, WireError, VERSION},
+    wire::{self, Done, ExecHook, Hello, HttpHook, Offer, Record, Verdict, WireError, OLDEST},
 };
 use crate::{adopt::netns::NetNs, bpf::paths::PinDir};
 
@@ -26,6 +26,8 @@ pub struct Inherited {
     /// When the giver stopped accepting (CLOCK_MONOTONIC ns).
     pub paused_ns: u64,
     pub giver: u32,
+    /// The format the giver wrote (see [`wire`]).
+    pub format: u32,
 }
 
 impl Inherited {
@@ -126,19 +128,16 @@ pub fn take(socket: &Path, pins: &PinDir, holder: Option<Option<u32>>) -> Result
     peer::check_uid(uid)?;
     peer::check_giver(holder, pid)?;
     let proof = peer::proof(pins)?;
-    let hello = Hello {
-        version: VERSION,
-        pid: std::process::id(),
-        agent: env!("CARGO_PKG_VERSION").into(),
-    };
+    let hello = Hello::ours(std::process::id(), env!("CARGO_PKG_VERSION"));
     chan.send(&wire::encode(&hello), &[std::os::fd::AsFd::as_fd(&proof)])
         .map_err(io("hello"))?;
     match receive(&chan) {
         Ok(mut got) => {
-            info!(giver = pid, "handover: taking over");
+            info!(giver = pid, format = got.format, "handover: taking over");
             got.giver = pid;
+            // In the giver's format: it may be the older release.
             let v = Verdict {
-                version: VERSION,
+                version: got.format,
                 taken: true,
                 why: None,
             };
@@ -146,9 +145,10 @@ pub fn take(socket: &Path, pins: &PinDir, holder: Option<Option<u32>>) -> Result
             Ok(got)
         }
         Err(e) => {
-            // Said to the giver too, which then serves on.
+            // Said to the giver too, which then serves on (in the oldest
+            // format: the giver reads it whatever its release).
             let v = Verdict {
-                version: VERSION,
+                version: OLDEST,
                 taken: false,
                 why: Some(e.to_string()),
             };
@@ -169,6 +169,7 @@ pub fn receive(chan: &Channel) -> Result<Inherited, TakeError> {
     let mut got = Inherited {
         paused_ns: offer.paused_ns,
         giver: offer.pid,
+        format: offer.version,
         ..Inherited::default()
     };
     let mut sent = 0u32;

@@ -5,17 +5,28 @@
 //! The taker speaks first ([`Hello`], with the proof of [`super::peer`] as
 //! its one descriptor); the giver answers with an [`Offer`] head, then one
 //! [`Record`] frame per listener or held hook, then [`Done`]; the taker
-//! answers [`Verdict`]. Every frame carries the format's [`VERSION`]; a
-//! side that reads another version says so and the giver keeps serving.
+//! answers [`Verdict`]. Every frame carries its format's version.
+//!
+//! Formats: 1 carried each held hook's request; 2 adds what its drain's
+//! report has so far ([`ExecHook::progress`]). A taker reads every format
+//! from [`OLDEST`] to [`VERSION`]: its hello is written in format 1 (the
+//! only one an agent of format 1 reads) and says the newest it reads
+//! ([`Hello::reads`]); the giver writes the newest both read, so either
+//! side may be the older release. A side that reads no format of the
+//! other's says so in one line, and the giver keeps serving.
 //!
 //! Decoding is bounded: a frame over [`MAX_FRAME`] bytes, a truncated one,
 //! bad JSON, an unknown kind or a record whose descriptors do not match
 //! what it names is an error that says which, never a panic.
 
+use graceful_api::{Point, Resumed};
 use serde::{Deserialize, Serialize};
 
-/// The format this agent writes and reads.
-pub const VERSION: u32 = 1;
+/// The newest format this agent writes and reads.
+pub const VERSION: u32 = 2;
+/// The oldest format it still reads (and writes, to a taker that reads
+/// no newer).
+pub const OLDEST: u32 = 1;
 /// The largest frame either side accepts.
 pub const MAX_FRAME: usize = 64 * 1024;
 /// The most descriptors one frame carries (the kernel's SCM_MAX_FD is 253).
@@ -30,6 +41,34 @@ pub struct Hello {
     pub pid: u32,
     /// The taker's version string (`graceful --version`), for the log.
     pub agent: String,
+    /// The newest format the taker reads; absent: only `version` (an
+    /// agent of format 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reads: Option<u32>,
+}
+
+impl Hello {
+    /// The hello this agent sends: in the oldest format it reads, saying
+    /// the newest.
+    pub fn ours(pid: u32, agent: &str) -> Hello {
+        Hello {
+            version: OLDEST,
+            pid,
+            agent: agent.into(),
+            reads: Some(VERSION),
+        }
+    }
+
+    /// The format a giver of this build answers in: the newest both read;
+    /// `None` when they share none.
+    pub fn format(&self) -> Option<u32> {
+        let theirs = self.reads.unwrap_or(self.version).max(self.version);
+        let f = theirs.min(VERSION);
+        (OLDEST..=VERSION)
+            .contains(&f)
+            .then_some(f)
+            .filter(|f| *f >= self.version)
+    }
 }
 
 /// The giver's answer to [`Hello`]: what follows.
@@ -75,6 +114,10 @@ pub struct ExecHook {
     pub request: String,
     /// When the request arrived (CLOCK_MONOTONIC ns).
     pub arrived_ns: u64,
+    /// What the drain's report has so far (format 2): its start's count,
+    /// its peak, its timeline. Absent before the drain's first look.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<Resumed>,
 }
 
 /// A held httpGet hook.
@@ -90,6 +133,9 @@ pub struct HttpHook {
     /// start (what the query's start is measured from).
     pub arrived_ns: u64,
     pub started_unix_ms: u64,
+    /// As [`ExecHook::progress`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<Resumed>,
 }
 
 impl Record {
@@ -98,6 +144,42 @@ impl Record {
         match self {
             Record::HttpListener { .. } => 2,
             _ => 1,
+        }
+    }
+
+    /// The record as format `format` writes it: format 1 has no progress.
+    pub fn in_format(mut self, format: u32) -> Record {
+        if format < 2 {
+            self.set_progress(None);
+        }
+        self
+    }
+
+    /// A held hook's progress so far; `None` for a listener.
+    pub fn progress_mut(&mut self) -> Option<&mut Option<Resumed>> {
+        match self {
+            Record::ExecHook(h) => Some(&mut h.progress),
+            Record::HttpHook(h) => Some(&mut h.progress),
+            _ => None,
+        }
+    }
+
+    /// A held hook's drain saw `p`: its progress carries it on. Whether
+    /// that changed anything (a listener has no progress).
+    pub fn carry_on(&mut self, p: Point) -> bool {
+        match self.progress_mut() {
+            Some(Some(r)) => r.point(p),
+            Some(slot) => {
+                *slot = Some(Resumed::starting(p));
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn set_progress(&mut self, p: Option<Resumed>) {
+        if let Some(slot) = self.progress_mut() {
+            *slot = p;
         }
     }
 
@@ -146,7 +228,7 @@ pub enum WireError {
     Trailing(usize),
     #[error("not a handover frame: {0}")]
     Json(String),
-    #[error("handover format {got}, this agent reads {VERSION}")]
+    #[error("handover format {got}, this agent reads {OLDEST} to {VERSION}")]
     Version { got: u32 },
     #[error("a {what} came with {got} descriptors, not {want}")]
     Fds {
@@ -192,11 +274,11 @@ pub fn decode<T: for<'de> Deserialize<'de> + Versioned>(bytes: &[u8]) -> Result<
         version: u32,
     }
     let head: Head = serde_json::from_slice(body).map_err(|e| WireError::Json(e.to_string()))?;
-    if head.version != VERSION {
+    if !(OLDEST..=VERSION).contains(&head.version) {
         return Err(WireError::Version { got: head.version });
     }
     let v: T = serde_json::from_slice(body).map_err(|e| WireError::Json(e.to_string()))?;
-    debug_assert_eq!(v.version(), VERSION);
+    debug_assert_eq!(v.version(), head.version);
     Ok(v)
 }
 

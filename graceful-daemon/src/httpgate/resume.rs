@@ -69,7 +69,14 @@ pub async fn http(ctx: Arc<Ctx>, resumed: Resumed) {
         Err(resp) => resp,
         Ok(prepared) => {
             let counted = InFlight::new(&ctx.in_flight);
-            let run = ctx.drainer.clone().run(prepared, |_| {});
+            let so_far = hold.as_ref().map(|h| h.progress());
+            // The report carries on from what the previous agent saw.
+            let prepared = prepared.carrying_on(hook.progress.clone());
+            let run = ctx.drainer.clone().run(prepared, |p| {
+                if let Some(s) = &so_far {
+                    s.point(p);
+                }
+            });
             tokio::pin!(run);
             let mut probe = [0u8; 1];
             let result = loop {

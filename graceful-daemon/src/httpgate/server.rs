@@ -260,6 +260,7 @@ async fn handle(
         query: req.uri().query().unwrap_or("").to_string(),
         arrived_ns,
         started_unix_ms,
+        progress: None,
     };
     let who = Subject {
         pod: gate.uid.clone(),
@@ -281,7 +282,16 @@ async fn handle(
     // Dropped with the connection (the kubelet gave up): the drain is
     // abandoned, as a hook that goes away abandons it on the socket.
     let counted = InFlight::new(&ctx.in_flight);
-    let result = ctx.drainer.clone().run(prepared, |_| {}).await;
+    let so_far = hold.as_ref().map(|h| h.progress());
+    let result = ctx
+        .drainer
+        .clone()
+        .run(prepared, |p| {
+            if let Some(s) = &so_far {
+                s.point(p);
+            }
+        })
+        .await;
     if let Some(h) = hold {
         h.release().await;
     }

@@ -4,6 +4,7 @@
 //! [`Op::Take`], with the handover's own frames (an offer, one record per
 //! thing kept, done), so the agent reads a keeper as it reads a giver.
 
+use graceful_api::Point;
 use serde::{Deserialize, Serialize};
 
 use crate::handover::wire::{self, Record, Versioned, WireError, VERSION};
@@ -16,6 +17,9 @@ pub enum Op {
     Deposit { record: Record },
     /// Let this go: the agent answered or closed it.
     Withdraw { dev: u64, ino: u64 },
+    /// A held hook's drain saw this point: its record's progress carries
+    /// it on (see [`Record::carry_on`]).
+    Point { dev: u64, ino: u64, point: Point },
     /// The agent starts: send it everything kept.
     Take,
     /// The agent has deposited again all it took: what it took and did

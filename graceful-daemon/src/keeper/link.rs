@@ -13,6 +13,8 @@ use std::{
 
 use tracing::error;
 
+use graceful_api::Point;
+
 use super::frames::{self, Op};
 use crate::handover::{
     fds::Channel,
@@ -115,6 +117,17 @@ impl Mirror for Link {
             Op::Withdraw {
                 dev: key.0,
                 ino: key.1,
+            },
+            &[],
+        );
+    }
+
+    fn point(&self, key: Key, point: Point) {
+        self.send(
+            Op::Point {
+                dev: key.0,
+                ino: key.1,
+                point,
             },
             &[],
         );

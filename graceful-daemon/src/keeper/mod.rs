@@ -8,16 +8,16 @@
 //!   (`graceful daemon --keeper on`) and which runs the agent as its child;
 //! - [`restarts`]: when it starts the agent again, and when it gives up;
 //! - [`store`]: what it keeps, by socket;
-//! - [`frames`]: what the agent tells it (deposit, withdraw, take,
-//!   settled, given), in the handover's format;
+//! - [`frames`]: what the agent tells it (deposit, withdraw, a drain's
+//!   point, take, settled, given), in the handover's format;
 //! - [`link`]: the agent's side, which the registry of
 //!   [`crate::handover::held`] drives.
 //!
 //! What a crash still loses: a connection accepted and not yet held (its
 //! request was still being read: `graceful-wait` reconnects, a kubelet's
-//! hook fails open), a drain's progress so far (the new agent's report
-//! restarts its timeline, from the same start), and everything when the
-//! keeper itself dies with its container.
+//! hook fails open), and everything when the keeper itself dies with its
+//! container. A held hook's report carries on: each point its drain sees
+//! is kept with the hook.
 
 pub mod frames;
 pub mod link;

@@ -261,6 +261,9 @@ fn apply(chan: &Channel, store: &mut Store, f: Received, died_ns: u64) -> bool {
         Op::Withdraw { dev, ino } => {
             store.withdraw((dev, ino));
         }
+        Op::Point { dev, ino, point } => {
+            store.point((dev, ino), point);
+        }
         Op::Take => {
             if let Err(e) = lend(chan, store, died_ns) {
                 warn!(error = %e, "keeper: cannot lend the agent what is kept; it starts with nothing");

@@ -11,6 +11,7 @@ use std::{
 
 use crate::handover::held::{key_of, Key};
 use crate::handover::wire::Record;
+use graceful_api::Point;
 
 struct Kept {
     record: Record,
@@ -54,6 +55,11 @@ impl Store {
     /// Lets `key` go; whether it was kept.
     pub fn withdraw(&mut self, key: Key) -> bool {
         self.items.remove(&key).is_some()
+    }
+
+    /// A held hook's drain saw `p`; whether it is kept.
+    pub fn point(&mut self, key: Key, p: Point) -> bool {
+        self.items.get_mut(&key).map(|k| k.record.carry_on(p)).is_some()
     }
 
     /// Everything kept, listeners first, each marked lent: what an agent

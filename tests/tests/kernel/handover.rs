@@ -16,7 +16,7 @@ use graceful::handover::{fds, give, peer, wire};
 use graceful_tests::{
     agent::{since_pause_ms, Agent},
     cgroup::Cgroup,
-    gate::{engaged, finish_engaged, hook, wait_draining},
+    gate::{assert_carried_on, engaged, finish_engaged, hook, wait_draining},
     http_hook::{get, wait_listening, Scene, PORT},
     peer::held_connections,
     pod::SimPod,
@@ -51,6 +51,9 @@ fn a_successor_takes_a_held_exec_hook_which_never_reconnects() {
         &["--min", "0s", "--settle", "100ms", "--max", "30s"],
     );
     let stdout = engaged(&mut child);
+    // What the first agent's report has so far goes with the hook.
+    app.cmd("close-in 1 fin");
+    std::thread::sleep(Duration::from_millis(200));
 
     let mut second = first.successor();
     second.start();
@@ -62,7 +65,7 @@ fn a_successor_takes_a_held_exec_hook_which_never_reconnects() {
     }
     // The successor counts the same connections, and holds the drain.
     let views = settle(&second, &[pod.container(0), &lb], &[None]);
-    assert_eq!(views[0].inbound_live, 4, "{views:?}");
+    assert_eq!(views[0].inbound_live, 3, "{views:?}");
     wait_draining(&second, 1);
     std::thread::sleep(Duration::from_millis(300));
     assert!(
@@ -70,9 +73,10 @@ fn a_successor_takes_a_held_exec_hook_which_never_reconnects() {
         "the hook ended with its agent"
     );
 
-    app.cmd("close-in 4 fin");
+    app.cmd("close-in 3 fin");
     let (report, out) = finish_engaged(child, stdout);
     assert_eq!(report["reason"], "drained", "{out}");
+    assert_carried_on(&report, &[4, 3]);
     assert!(!out.contains("reconnecting"), "the hook reconnected: {out}");
     let after = report["after_last_close_ms"].as_u64().unwrap();
     assert!(
@@ -92,7 +96,7 @@ fn a_successor_takes_a_held_http_hook_and_answers_it_once() {
     require_root!();
     let mut s = Scene::with_gate_dir(json!({"graceful.dev/gate": "http"}));
     wait_listening(&s.net.b, PORT, 10);
-    let (_lb, mut clients) = s.clients(2);
+    let (_lb, mut clients) = s.clients(3);
     let gate = s.gate();
     let mut second = s.agent.successor();
     let (answer, closed_ns) = std::thread::scope(|t| {
@@ -106,6 +110,9 @@ fn a_successor_takes_a_held_http_hook_and_answers_it_once() {
             )
         });
         wait_draining(&s.agent, 1);
+        // What the first agent's report has so far goes with the hook.
+        clients.cmd("close-out 1 fin");
+        std::thread::sleep(Duration::from_millis(200));
         second.start();
         retired(&s.agent);
         eprintln!(
@@ -132,6 +139,7 @@ fn a_successor_takes_a_held_http_hook_and_answers_it_once() {
     assert_eq!(answer.status, 200, "{answer:?}");
     let report = answer.json();
     assert_eq!(report["reason"], "drained", "{report}");
+    assert_carried_on(&report, &[3, 2]);
     let answered_ms = (graceful_tests::monotonic_ns() - closed_ns) / 1_000_000;
     assert!(
         answered_ms <= 100 + 2 * EVENT_SLACK_MS,
@@ -173,6 +181,7 @@ fn hello(version: u32) -> Vec<u8> {
         version: wire::VERSION,
         pid: std::process::id(),
         agent: "test".into(),
+        reads: None,
     };
     let json = serde_json::to_string(&h).unwrap().replace(
         &format!("\"version\":{}", wire::VERSION),
@@ -205,7 +214,7 @@ fn strangers_and_other_formats_are_refused_and_a_refusal_thaws_the_giver() {
         (
             hello(wire::VERSION + 1),
             true,
-            "handover format 2, this agent reads 1",
+            "handover format 3, this agent reads 1 to 2",
         ),
     ];
     for (frame, proof, says) in checks {
@@ -223,16 +232,24 @@ fn strangers_and_other_formats_are_refused_and_a_refusal_thaws_the_giver() {
         });
     }
 
-    // A taker that reads everything, then refuses: the giver thaws.
-    let chan = knock(&first, &hello(wire::VERSION), true);
+    // A taker of the release before (format 1, whose hello says no
+    // more) reads everything in its own format, then refuses: the giver
+    // thaws.
+    let chan = knock(&first, &hello(1), true);
     let offer = chan.recv().unwrap().unwrap();
     let offer: wire::Offer = wire::decode(&offer.bytes).unwrap();
+    assert_eq!(offer.version, 1, "{offer:?}");
     assert_eq!(offer.records, 2, "the gate's listener and the held hook");
     for _ in 0..=offer.records {
-        chan.recv().unwrap().unwrap();
+        let f = chan.recv().unwrap().unwrap();
+        let json = String::from_utf8_lossy(&f.bytes[4..]).into_owned();
+        assert!(
+            json.starts_with("{\"version\":1,") && !json.contains("progress"),
+            "not format 1: {json}"
+        );
     }
     let v = wire::Verdict {
-        version: wire::VERSION,
+        version: 1,
         taken: false,
         why: Some("a test".into()),
     };

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use graceful_tests::{
     agent::{since_pause_ms, Agent},
     cgroup::Cgroup,
-    gate::{engaged, finish, finish_engaged, hook, wait_draining},
+    gate::{assert_carried_on, engaged, finish, finish_engaged, hook, wait_draining},
     http_hook::{get, wait_listening, Scene, PORT},
     peer::held_connections,
     pod::SimPod,
@@ -51,13 +51,16 @@ fn a_crash_cuts_no_held_exec_hook_and_the_counts_stay_exact() {
         &["--min", "0s", "--settle", "100ms", "--max", "30s"],
     );
     let stdout = engaged(&mut child);
+    // What the agent's report has so far, the keeper keeps too.
+    app.cmd("close-in 1 fin");
+    std::thread::sleep(Duration::from_millis(200));
 
     let killed = first.kept_agent().unwrap();
     let again = first.crash();
     assert_ne!(again, killed);
     restarted(&first, 1);
     let views = settle(&first, &[pod.container(0), &lb], &[None]);
-    assert_eq!(views[0].inbound_live, 4, "{views:?}");
+    assert_eq!(views[0].inbound_live, 3, "{views:?}");
     wait_draining(&first, 1);
     std::thread::sleep(Duration::from_millis(300));
     assert!(
@@ -65,9 +68,10 @@ fn a_crash_cuts_no_held_exec_hook_and_the_counts_stay_exact() {
         "the hook ended with the agent"
     );
 
-    app.cmd("close-in 4 fin");
+    app.cmd("close-in 3 fin");
     let (report, out) = finish_engaged(child, stdout);
     assert_eq!(report["reason"], "drained", "{out}");
+    assert_carried_on(&report, &[4, 3]);
     assert!(!out.contains("reconnecting"), "the hook reconnected: {out}");
     let after = report["after_last_close_ms"].as_u64().unwrap();
     assert!(
@@ -165,7 +169,7 @@ fn a_crash_cuts_no_held_http_hook_and_it_is_answered_once() {
     require_root!();
     let mut s = Scene::build_kept(json!({"graceful.dev/gate": "http"}));
     wait_listening(&s.net.b, PORT, 10);
-    let (_lb, mut clients) = s.clients(2);
+    let (_lb, mut clients) = s.clients(3);
     let gate = s.gate();
     let (answer, closed_ns) = std::thread::scope(|t| {
         let node = &s.net.a;
@@ -178,6 +182,8 @@ fn a_crash_cuts_no_held_http_hook_and_it_is_answered_once() {
             )
         });
         wait_draining(&s.agent, 1);
+        clients.cmd("close-out 1 fin");
+        std::thread::sleep(Duration::from_millis(200));
         s.agent.crash();
         restarted(&s.agent, 1);
         wait_draining(&s.agent, 1);
@@ -199,6 +205,7 @@ fn a_crash_cuts_no_held_http_hook_and_it_is_answered_once() {
     let answer = answer.expect("the hook's answer, from the new agent");
     assert_eq!(answer.status, 200, "{answer:?}");
     assert_eq!(answer.json()["reason"], "drained", "{answer:?}");
+    assert_carried_on(&answer.json(), &[3, 2]);
     let answered_ms = (graceful_tests::monotonic_ns() - closed_ns) / 1_000_000;
     assert!(
         answered_ms <= 100 + 2 * EVENT_SLACK_MS,

@@ -1,4 +1,5 @@
 use super::*;
+use graceful_api::Point;
 
 fn exec_hook() -> Record {
     Record::ExecHook(ExecHook {
@@ -7,6 +8,11 @@ fn exec_hook() -> Record {
         pid: 4242,
         request: r#"{"policy":"drained","max_ms":25000}"#.into(),
         arrived_ns: 123_456_789,
+        progress: Some(Resumed {
+            inbound_at_start: 3,
+            peak_inbound: 4,
+            timeline: vec![Point { ms: 0, inbound: 3 }, Point { ms: 40, inbound: 4 }],
+        }),
     })
 }
 
@@ -56,11 +62,74 @@ fn the_recorded_format_1_reads() {
 
 #[test]
 fn another_version_is_named_as_such() {
-    let json = RECORDED_V1[0].replace("\"version\":1", "\"version\":2");
+    let json = RECORDED_V1[0].replace("\"version\":1", "\"version\":3");
     assert_eq!(
         decode::<Offer>(&framed(&json)).unwrap_err(),
-        WireError::Version { got: 2 }
+        WireError::Version { got: 3 }
     );
+    assert_eq!(
+        WireError::Version { got: 3 }.to_string(),
+        "handover format 3, this agent reads 1 to 2"
+    );
+}
+
+/// Format 1's hello, as that release writes it: no `reads`.
+const RECORDED_V1_HELLO: &str = r#"{"version":1,"pid":12,"agent":"0.1.0"}"#;
+
+#[test]
+fn the_giver_writes_the_newest_format_both_read() {
+    // A taker of format 1 (the release before this one): format 1.
+    let old: Hello = decode(&framed(RECORDED_V1_HELLO)).unwrap();
+    assert_eq!(old.format(), Some(1));
+    // This release's taker, which an agent of format 1 also reads.
+    let ours = Hello::ours(5, "0.1.0");
+    let bytes = encode(&ours);
+    assert_eq!(ours.version, 1, "format 1's giver reads only format 1 hellos");
+    assert_eq!(decode::<Hello>(&bytes).unwrap().format(), Some(VERSION));
+    // A later taker that still reads format 1 and 2: this agent's newest.
+    let later = r#"{"version":1,"pid":1,"agent":"9","reads":7}"#;
+    assert_eq!(decode::<Hello>(&framed(later)).unwrap().format(), Some(VERSION));
+}
+
+#[test]
+fn format_1_carries_no_progress_and_format_2_carries_it_whole() {
+    let r = exec_hook();
+    let v1 = RecordFrame {
+        version: 1,
+        record: r.clone().in_format(1),
+    };
+    let bytes = encode(&v1);
+    assert!(!String::from_utf8_lossy(&bytes).contains("progress"));
+    // What an agent of format 1 reads: the frame of its own release.
+    let Record::ExecHook(h) = decode_record(&bytes, 1).unwrap() else {
+        panic!()
+    };
+    assert_eq!(h.progress, None);
+    let v2 = RecordFrame {
+        version: 2,
+        record: r.clone().in_format(2),
+    };
+    assert_eq!(decode_record(&encode(&v2), 1).unwrap(), r);
+}
+
+#[test]
+fn progress_starts_at_a_hooks_first_point_and_listeners_have_none() {
+    let mut r = Record::HttpHook(HttpHook {
+        pod: "u".into(),
+        container: None,
+        query: String::new(),
+        arrived_ns: 0,
+        started_unix_ms: 0,
+        progress: None,
+    });
+    assert!(r.carry_on(Point { ms: 3, inbound: 5 }));
+    assert!(!r.carry_on(Point { ms: 9, inbound: 5 }));
+    assert!(r.carry_on(Point { ms: 12, inbound: 2 }));
+    let Record::HttpHook(h) = &r else { panic!() };
+    let p = h.progress.as_ref().unwrap();
+    assert_eq!((p.inbound_at_start, p.peak_inbound, p.timeline.len()), (5, 5, 2));
+    let mut l = Record::GateListener { path: "/g".into() };
+    assert!(!l.carry_on(Point { ms: 1, inbound: 1 }));
 }
 
 #[test]

@@ -10,10 +10,19 @@ fn every_operation_comes_back_as_it_went() {
         query: "policy=drained".into(),
         arrived_ns: 7,
         started_unix_ms: 9,
+        progress: None,
     });
     for (op, fds) in [
         (Op::Deposit { record: hook }, 1),
         (Op::Withdraw { dev: 1, ino: 2 }, 0),
+        (
+            Op::Point {
+                dev: 1,
+                ino: 2,
+                point: graceful_api::Point { ms: 4, inbound: 1 },
+            },
+            0,
+        ),
         (Op::Take, 0),
         (Op::Settled, 0),
         (Op::Given, 0),
@@ -35,8 +44,8 @@ fn a_deposit_without_its_descriptors_is_refused_by_name() {
 
 #[test]
 fn another_format_or_garbage_is_named_as_such() {
-    let other = wire::encode(&serde_json::json!({"version": 2, "op": "take"}));
-    assert_eq!(decode(&other, 0), Err(WireError::Version { got: 2 }));
+    let other = wire::encode(&serde_json::json!({"version": 3, "op": "take"}));
+    assert_eq!(decode(&other, 0), Err(WireError::Version { got: 3 }));
     let unknown = wire::encode(&serde_json::json!({"version": 1, "op": "dance"}));
     assert!(matches!(decode(&unknown, 0), Err(WireError::Json(_))));
     assert!(matches!(decode(b"\0\0", 0), Err(WireError::Truncated(_))));

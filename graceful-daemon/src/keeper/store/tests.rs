@@ -9,6 +9,7 @@ fn hook(n: u64) -> Record {
         pid: 1,
         request: "{}".into(),
         arrived_ns: n,
+        progress: None,
     })
 }
 
@@ -36,6 +37,24 @@ fn a_deposit_is_kept_until_withdrawn_and_the_same_socket_replaces() {
     assert!(!s.withdraw(ka));
     assert_eq!(s.tally().hooks, 1);
     assert!(s.withdraw(kb));
+}
+
+#[test]
+fn a_kept_hook_carries_its_drains_points_and_lends_them() {
+    let (a, _pa) = UnixStream::pair().unwrap();
+    let mut s = Store::default();
+    let k = s.deposit(hook(1), dup(&a)).unwrap();
+    for (ms, inbound) in [(0, 4), (10, 3), (20, 3), (30, 0)] {
+        s.point(k, Point { ms, inbound });
+    }
+    assert!(
+        !s.point((0, 0), Point { ms: 1, inbound: 1 }),
+        "an unknown key is ignored"
+    );
+    let lent = s.lend();
+    let Record::ExecHook(h) = lent[0].0 else { panic!() };
+    let p = h.progress.as_ref().unwrap();
+    assert_eq!((p.inbound_at_start, p.peak_inbound, p.timeline.len()), (4, 4, 3));
 }
 
 #[test]
