@@ -84,10 +84,16 @@ pub fn run(pins: &PinDir, api_socket: &Path, settings: Settings) -> anyhow::Resu
     let gate_socket = settings.gate_dir.as_ref().map(|d| d.join(gate_dir::SOCKET));
     // Under a keeper (see `keeper`): what it kept of an agent that crashed.
     let keeper = crate::keeper::link::Link::from_env()?.map(Arc::new);
+    // What could not be taken from the agent before: logged here, and
+    // said on this agent's own pod once the API is reached.
+    let mut unread = Vec::new();
     let kept = keeper.as_ref().and_then(|k| match k.take() {
         Ok(kept) => kept,
         Err(e) => {
-            error!("keeper: cannot take what it kept: {e}; starting with nothing (its hooks are cut)");
+            let why =
+                format!("keeper: cannot take what it kept: {e}; starting with nothing (its hooks are cut)");
+            error!("{why}");
+            unread.push(why);
             None
         }
     });
@@ -115,6 +121,7 @@ pub fn run(pins: &PinDir, api_socket: &Path, settings: Settings) -> anyhow::Resu
         Ok(loader::attach(pins, &opts)?)
     })?;
     let claim = taken.claim;
+    unread.extend(taken.failed);
     let inherited = take::merge(kept, taken.inherited);
     let mut attached = match taken.prepared {
         Some(mut a) => {
@@ -186,6 +193,7 @@ pub fn run(pins: &PinDir, api_socket: &Path, settings: Settings) -> anyhow::Resu
             state_programs,
             repair_now: deferred,
             keeper,
+            unread,
         },
         hier,
         attached.ebpf,

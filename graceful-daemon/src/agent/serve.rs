@@ -48,7 +48,15 @@ pub struct Held {
     pub repair_now: bool,
     /// The keeper this agent runs under, if any (see `keeper`).
     pub keeper: Option<Arc<crate::keeper::link::Link>>,
+    /// What this agent could not take from the one before it (a handover,
+    /// its keeper), as logged: said again on its own pod once the API is
+    /// reached.
+    pub unread: Vec<String>,
 }
+
+/// How long an Event about what this agent could not take waits for the
+/// API to be reached.
+const UNREAD_WITHIN: Duration = Duration::from_secs(120);
 
 pub async fn serve(
     held: Held,
@@ -72,6 +80,7 @@ pub async fn serve(
         state_programs,
         repair_now,
         keeper,
+        unread,
     } = held;
     let mut tasks = Tasks::default();
     let kernel = Kernel::open(&pins)?.with_object(ebpf);
@@ -100,6 +109,11 @@ pub async fn serve(
         );
     }
     let events = kube.as_ref().map(|k| k.events.clone());
+    if let (Some(events), Some(me)) = (&events, settings.kube.own_pod()) {
+        for why in unread {
+            events.post_once_connected(me.clone(), "HandoverFailed", why, true, UNREAD_WITHIN);
+        }
+    }
     let pod_api = kube.as_ref().map(|k| PodApi {
         store: k.store.clone(),
         events: k.events.clone(),

@@ -25,6 +25,9 @@ pub struct Taken<A> {
     pub inherited: Option<take::Inherited>,
     /// What `prepare` made, if it ran.
     pub prepared: Option<A>,
+    /// Why a handover offered by a running agent could not be taken, as
+    /// logged.
+    pub failed: Option<String>,
 }
 
 /// The claim, and what a handover brought, if one happened. `prepare` runs
@@ -44,6 +47,7 @@ pub fn claim_or_take<A>(
                 claim,
                 inherited: None,
                 prepared: None,
+                failed: None,
             })
         }
         Err(e @ ClaimError::Held { .. }) if pins_are(&e, pins) => e,
@@ -81,18 +85,22 @@ pub fn claim_or_take<A>(
                 claim,
                 inherited: Some(inherited),
                 prepared,
+                failed: None,
             })
         }
         Err(e) if e.no_giver() => Err(held.into()),
         Err(e) => {
             // One line, then today's way: the old agent holds its httpGet
             // hooks for --stop-hold when it stops, and the node is ours.
-            error!("handover failed: {e}; waiting for the running agent to stop, as without a handover");
+            let why =
+                format!("handover failed: {e}; waiting for the running agent to stop, as without a handover");
+            error!("{why}");
             let claim = wait_for_claim(pins, api_socket, gate_socket, Duration::MAX)?;
             Ok(Taken {
                 claim,
                 inherited: None,
                 prepared,
+                failed: Some(why),
             })
         }
     }

@@ -34,6 +34,27 @@ pub struct KubeArgs {
     /// kubelet's default.
     #[arg(long, env = "NODE_NAME", value_name = "NAME")]
     pub node_name: Option<String>,
+    /// This agent's own pod, for the Events it posts about itself (a
+    /// handover it could not take): the DaemonSet sets POD_NAME,
+    /// POD_NAMESPACE and POD_UID from the downward API. Without all three
+    /// those Events are not posted; the log line is the record.
+    #[arg(long, env = "POD_NAME", value_name = "NAME")]
+    pub pod_name: Option<String>,
+    #[arg(long, env = "POD_NAMESPACE", value_name = "NAMESPACE")]
+    pub pod_namespace: Option<String>,
+    #[arg(long, env = "POD_UID", value_name = "UID")]
+    pub pod_uid: Option<String>,
+}
+
+impl KubeArgs {
+    /// This agent's own pod, when all of it is known.
+    pub fn own_pod(&self) -> Option<super::events::PodRef> {
+        Some(super::events::PodRef {
+            name: self.pod_name.clone().filter(|s| !s.is_empty())?,
+            namespace: self.pod_namespace.clone().filter(|s| !s.is_empty())?,
+            uid: self.pod_uid.clone().filter(|s| !s.is_empty())?,
+        })
+    }
 }
 
 /// Where the config comes from.

@@ -89,6 +89,34 @@ impl EventPoster {
         });
     }
 
+    /// Posts once a client exists (the watch makes one as it first reaches
+    /// the API), waiting at most `within` for it: for what happened
+    /// before the API was reached.
+    pub fn post_once_connected(
+        &self,
+        pod: PodRef,
+        reason: &'static str,
+        message: String,
+        warning: bool,
+        within: Duration,
+    ) {
+        let me = self.clone();
+        tokio::spawn(async move {
+            let deadline = tokio::time::Instant::now() + within;
+            while sync::lock(&me.client).is_none() {
+                if tokio::time::Instant::now() >= deadline {
+                    return warn!(
+                        pod = %format!("{}/{}", pod.namespace, pod.name),
+                        reason,
+                        "cannot post the Kubernetes Event: the API was not reached within {within:?} (the log line is the record)"
+                    );
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            me.post_later(pod, reason, message, warning);
+        });
+    }
+
     /// Waits, at most `limit`, for the posts in the background to end;
     /// returns how many were still going.
     pub async fn flush(&self, limit: Duration) -> usize {

@@ -274,3 +274,117 @@ fn strangers_and_other_formats_are_refused_and_a_refusal_thaws_the_giver() {
     let cmd = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap();
     assert!(!cmd.contains("__retired"), "the giver retired after a refusal");
 }
+
+/// A running agent of a later release offers the node in a format this one
+/// cannot read: this one refuses in one line (the giver serves on), waits
+/// for the node as before handovers, and, once the API is reached, says
+/// why in a Warning Event on its own pod.
+#[test]
+fn a_successor_that_cannot_read_the_offer_says_so_on_its_own_pod_and_waits_for_the_node() {
+    use graceful_tests::k8s::{
+        fake_api::{FakeApi, Reply},
+        with_api,
+    };
+    use std::os::fd::AsRawFd as _;
+    require_root!();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let api = rt.block_on(FakeApi::start());
+    api.push_list(Reply::list(
+        json!({"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "1"}, "items": []})
+            .to_string(),
+    ));
+    let mut first = Agent::with_gate();
+    first.start();
+    first.stop();
+    first.handed_over();
+
+    // The test stands in for that agent: it holds the pin directory's lock
+    // and listens on the handover socket, as a running agent does.
+    let lock = std::fs::File::open(&first.pin_dir).unwrap();
+    // SAFETY: `lock` is open for the call.
+    assert_eq!(
+        unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) },
+        0
+    );
+    let socket = give::socket_path(first.gate_dir.as_ref().unwrap());
+    std::fs::create_dir_all(socket.parent().unwrap()).unwrap();
+    let listener = fds::listen(&socket).unwrap();
+    let giver = std::thread::spawn(move || {
+        let chan = fds::accept(&listener).unwrap();
+        chan.set_timeout(Duration::from_secs(20)).unwrap();
+        let hello = chan.recv().unwrap().unwrap();
+        let hello: wire::Hello = wire::decode(&hello.bytes).unwrap();
+        let later = json!({"version": wire::VERSION + 1, "pid": std::process::id(),
+            "agent": "9.9.9", "paused_ns": 1, "records": 0})
+        .to_string();
+        let mut frame = (later.len() as u32).to_be_bytes().to_vec();
+        frame.extend_from_slice(later.as_bytes());
+        chan.send(&frame, &[]).unwrap();
+        let verdict = chan.recv().unwrap().unwrap();
+        let verdict: wire::Verdict = wire::decode(&verdict.bytes).unwrap();
+        // The refused giver serves on a while, then stops: the node is free.
+        std::thread::sleep(Duration::from_millis(300));
+        drop(lock);
+        let _ = std::fs::remove_file(&socket);
+        (hello, verdict)
+    });
+
+    let mut second = first.successor();
+    with_api(&mut second, &api);
+    let me = "graceful-7xk2p";
+    let uid = "5d2c1f0e-9a7b-4c3d-8e6f-0a1b2c3d4e5f";
+    second.daemon_args.extend(
+        [
+            "--pod-name",
+            me,
+            "--pod-namespace",
+            "graceful-system",
+            "--pod-uid",
+            uid,
+        ]
+        .map(String::from),
+    );
+    second.start();
+    let (hello, verdict) = giver.join().unwrap();
+    assert_eq!(
+        (hello.version, hello.reads),
+        (1, Some(wire::VERSION)),
+        "{hello:?}"
+    );
+    let says = format!(
+        "handover format {}, this agent reads 1 to {}",
+        wire::VERSION + 1,
+        wire::VERSION
+    );
+    assert!(
+        !verdict.taken && verdict.why.as_deref().is_some_and(|w| w.contains(&says)),
+        "{verdict:?}"
+    );
+    let log = second.log_text();
+    let lines: Vec<&str> = log.lines().filter(|l| l.contains("handover failed")).collect();
+    assert_eq!(lines.len(), 1, "{log}");
+    assert!(lines[0].contains(&says), "{log}");
+
+    // The node is its own: it serves a drain.
+    let pod = SimPod::create(1);
+    let (report, out) =
+        graceful_tests::gate::finish(hook(&second, pod.container(0), &["--min", "0s", "--max", "10s"]));
+    assert_eq!(report["reason"], "drained", "{out}");
+
+    let event = graceful_tests::wait_for(10, "the Event on the agent's own pod", || {
+        api.events().into_iter().find(|e| e["reason"] == "HandoverFailed")
+    });
+    assert_eq!(event["type"], "Warning", "{event}");
+    assert_eq!(
+        (
+            &event["involvedObject"]["name"],
+            &event["involvedObject"]["namespace"],
+            &event["involvedObject"]["uid"]
+        ),
+        (&json!(me), &json!("graceful-system"), &json!(uid)),
+        "{event}"
+    );
+    assert!(event["message"].as_str().unwrap().contains(&says), "{event}");
+    drop(second);
+    drop(api);
+}

@@ -163,22 +163,26 @@ fn the_agent_daemonset_has_what_it_needs_and_no_more() {
         );
     }
 
-    let env = c
-        .env
-        .iter()
-        .flatten()
-        .find(|e| e.name == "NODE_NAME")
-        .expect("no NODE_NAME env");
-    let field = env
-        .value_from
-        .as_ref()
-        .and_then(|v| v.field_ref.as_ref())
-        .map(|f| f.field_path.as_str());
-    assert_eq!(
-        field,
-        Some("spec.nodeName"),
-        "NODE_NAME comes from the downward API"
-    );
+    // The node it watches, and its own pod (for the Events about itself).
+    for (name, path) in [
+        ("NODE_NAME", "spec.nodeName"),
+        ("POD_NAME", "metadata.name"),
+        ("POD_NAMESPACE", "metadata.namespace"),
+        ("POD_UID", "metadata.uid"),
+    ] {
+        let env = c
+            .env
+            .iter()
+            .flatten()
+            .find(|e| e.name == name)
+            .unwrap_or_else(|| panic!("no {name} env"));
+        let field = env
+            .value_from
+            .as_ref()
+            .and_then(|v| v.field_ref.as_ref())
+            .map(|f| f.field_path.as_str());
+        assert_eq!(field, Some(path), "{name} comes from the downward API");
+    }
 
     let res = c.resources.as_ref().expect("no resources");
     for (what, set) in [("requests", &res.requests), ("limits", &res.limits)] {
