@@ -270,7 +270,8 @@ pub fn run(c: &Config) -> anyhow::Result<()> {
         let mean = mib.iter().sum::<f64>() / mib.len().max(1) as f64;
         println!("{what} peak RSS               mean={mean:>6.1} MiB  max={max:>6.1} MiB");
     }
-    println!("hooks cut over {} {what}es: {cut} of {}", c.swaps, cgroups.len());
+    let whats = if c.crash { "crashes" } else { "swaps" };
+    println!("hooks cut over {} {whats}: {cut} of {}", c.swaps, cgroups.len());
     drop(holder);
     drop(current);
     drop(pods);
