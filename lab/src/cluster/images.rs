@@ -8,7 +8,8 @@
 //! - Debian's busybox-static, nginx and HAProxy, each with the libraries it
 //!   links, laid out and configured like the upstream images the examples
 //!   name (nginx's `conf.d`, SIGQUIT to stop; HAProxy's
-//!   `/usr/local/etc/haproxy`, SIGUSR1);
+//!   `/usr/local/etc/haproxy`, SIGUSR1), and nginx again as the
+//!   unprivileged image runs it (port 8080, writes only to /tmp);
 //! - stand-ins for the programs that cannot be had here (Envoy, OPA,
 //!   coraza-spoa): `graceful-stand-in` in each role, named for the role,
 //!   never with the upstream names; and a test app for the benchmarks.
@@ -37,6 +38,7 @@ use xtask::util;
 pub const AGENT: &str = concat!("docker.io/graceful/agent:", env!("CARGO_PKG_VERSION"));
 pub const BUSYBOX: &str = "localhost/busybox:bookworm";
 pub const NGINX: &str = "localhost/debian-nginx:bookworm";
+pub const NGINX_UNPRIVILEGED: &str = "localhost/debian-nginx-unprivileged:bookworm";
 pub const HAPROXY: &str = "localhost/debian-haproxy:bookworm";
 pub const MESH_PROXY: &str = "localhost/stand-in/mesh-proxy:0.1.0";
 pub const POLICY_ENGINE: &str = "localhost/stand-in/policy-engine:0.1.0";
@@ -184,12 +186,28 @@ fn debian_label(pkg: &str) -> anyhow::Result<String> {
 /// `/etc/nginx/conf.d/*.conf`, logs to stdout and stderr, SIGQUIT to stop
 /// gracefully (finish open requests, then exit).
 fn nginx() -> anyhow::Result<(Image<'static>, Rootfs)> {
+    nginx_as(NGINX, NGINX_CONF, &NGINX_DEFAULT.replace("{port}", "80"))
+}
+
+/// nginx as the unprivileged upstream image lays it out, for pods held to
+/// Pod Security restricted: any non-root uid (101 by convention), port
+/// 8080, its pid file and temporary files in /tmp, so that a read-only
+/// root file system and an emptyDir at /tmp are all it needs.
+fn nginx_unprivileged() -> anyhow::Result<(Image<'static>, Rootfs)> {
+    nginx_as(
+        NGINX_UNPRIVILEGED,
+        NGINX_UNPRIVILEGED_CONF,
+        &NGINX_DEFAULT.replace("{port}", "8080"),
+    )
+}
+
+fn nginx_as(name: &'static str, conf: &str, default: &str) -> anyhow::Result<(Image<'static>, Rootfs)> {
     let mut r = Rootfs::new();
     r.program(Path::new("/usr/sbin/nginx"))?.busybox(APPLETS)?;
     passwd(&mut r, &[("nginx", 101)]);
     r.copy(Path::new("/etc/nginx/mime.types"), "/etc/nginx/mime.types", 0o644)?
-        .file("/etc/nginx/nginx.conf", NGINX_CONF, 0o644)
-        .file("/etc/nginx/conf.d/default.conf", NGINX_DEFAULT, 0o644)
+        .file("/etc/nginx/nginx.conf", conf, 0o644)
+        .file("/etc/nginx/conf.d/default.conf", default, 0o644)
         .file(
             "/usr/share/nginx/html/index.html",
             "<!DOCTYPE html>\n<title>nginx</title>\n<p>nginx on a graceful test node.</p>\n",
@@ -203,7 +221,7 @@ fn nginx() -> anyhow::Result<(Image<'static>, Rootfs)> {
         .symlink("/var/run", "/run");
     Ok((
         Image {
-            name: NGINX,
+            name,
             entrypoint: vec![],
             cmd: strs(&["nginx", "-g", "daemon off;"]),
             stop_signal: Some("SIGQUIT"),
@@ -235,8 +253,36 @@ http {
 }
 "#;
 
+/// As [`NGINX_CONF`], for a process that is not root: no `user`, and
+/// every path it writes under /tmp.
+const NGINX_UNPRIVILEGED_CONF: &str = r#"worker_processes  auto;
+error_log  /var/log/nginx/error.log notice;
+pid        /tmp/nginx.pid;
+
+events {
+    worker_connections  1024;
+}
+
+http {
+    client_body_temp_path /tmp/client_temp;
+    proxy_temp_path       /tmp/proxy_temp_path;
+    fastcgi_temp_path     /tmp/fastcgi_temp;
+    uwsgi_temp_path       /tmp/uwsgi_temp;
+    scgi_temp_path        /tmp/scgi_temp;
+    include       /etc/nginx/mime.types;
+    default_type  application/octet-stream;
+    log_format  main  '$remote_addr - $remote_user [$time_local] "$request" '
+                      '$status $body_bytes_sent "$http_referer" '
+                      '"$http_user_agent" "$http_x_forwarded_for"';
+    access_log  /var/log/nginx/access.log  main;
+    sendfile        on;
+    keepalive_timeout  65;
+    include /etc/nginx/conf.d/*.conf;
+}
+"#;
+
 const NGINX_DEFAULT: &str = r#"server {
-    listen       80;
+    listen       {port};
     server_name  localhost;
     location / {
         root   /usr/share/nginx/html;
@@ -298,6 +344,7 @@ pub fn import(paths: &Paths, bins: &Binaries, kube: &Kube) -> anyhow::Result<Str
         pause(kube, &pause_name)?,
         busybox()?,
         nginx()?,
+        nginx_unprivileged()?,
         haproxy()?,
         stand_in(
             bins,

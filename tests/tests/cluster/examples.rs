@@ -1,6 +1,8 @@
 //! The sidecar examples, deployed and terminated under load on the node:
 //! the sidecar outlives the app's traffic as each example claims, no
-//! request fails, and each container's drain leaves its Event.
+//! request fails, and each container's drain leaves its Event. The
+//! restricted example likewise, in a namespace held to its own Pod
+//! Security labels.
 //!
 //! None of them needs a feature v1.20 lacks: they order their containers
 //! with exec hooks (`--scope`, `--after-containers`), not native sidecars
@@ -21,7 +23,7 @@ use graceful_tests::{
     rollout::load,
 };
 
-use crate::gate::events_of;
+use crate::{gate::events_of, pod_security::render};
 
 /// One request from the node: its status.
 fn status(cluster: &Cluster, addr: SocketAddr, method: &str, path: &str) -> u16 {
@@ -78,6 +80,16 @@ fn terminate_one(
     before: impl FnOnce(SocketAddr),
 ) -> (Pod, Exits, load::Outcome) {
     ns.apply_kustomization(&workspace().join("tests/overlays").join(ex.overlay));
+    terminate_deployed(cluster, ns, ex, before)
+}
+
+/// [`terminate_one`], for an example already deployed.
+fn terminate_deployed(
+    cluster: &Cluster,
+    ns: &Namespace,
+    ex: Example,
+    before: impl FnOnce(SocketAddr),
+) -> (Pod, Exits, load::Outcome) {
     for (sel, service, n) in ex.backends {
         Pod::wait_ready(ns, sel, *n, 120);
         ns.wait_service(service, *n);
@@ -248,4 +260,64 @@ fn policy_sidecar_the_policy_engine_outlives_the_apps_traffic() {
         2,
         "{ev:?}"
     );
+}
+
+/// deploy/examples/restricted, applied as shipped (only its image is one
+/// of the node's) into a namespace of the test's own that carries the
+/// example's own Pod Security labels: the API server admits its pods under
+/// restricted, and the kubelet's httpGet hook on the gate holds each
+/// deleted pod until its connections have drained. Nothing of graceful is
+/// in the pod.
+#[test]
+fn restricted_the_example_drains_in_its_restricted_namespace() {
+    let (cluster, _serial) = crate::node();
+    let ns = Namespace::create(&cluster, "restricted");
+    let objects = render(&cluster, &workspace().join("tests/overlays/restricted"));
+    let (namespaces, mut rest): (Vec<_>, Vec<_>) =
+        objects.into_iter().partition(|o| o["kind"] == "Namespace");
+    // The example's namespace, as the test's: its labels, no other.
+    let labels = namespaces[0]["metadata"]["labels"]
+        .as_object()
+        .expect("the example's namespace has labels");
+    assert_eq!(labels["pod-security.kubernetes.io/enforce"], "restricted");
+    let mut label = vec![
+        "label".to_string(),
+        "namespace".into(),
+        ns.name.clone(),
+        "--overwrite".into(),
+    ];
+    label.extend(labels.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap())));
+    cluster.kubectl(&label.iter().map(String::as_str).collect::<Vec<_>>());
+    for o in &mut rest {
+        o["metadata"]["namespace"] = serde_json::json!(ns.name);
+    }
+    ns.apply(&serde_json::json!({"apiVersion": "v1", "kind": "List", "items": rest}).to_string());
+
+    let (pod, _exits, traffic) = terminate_deployed(
+        &cluster,
+        &ns,
+        Example {
+            overlay: "restricted",
+            selector: "app.kubernetes.io/name=restricted-web",
+            pods: 3,
+            backends: &[],
+            service: "restricted-web",
+        },
+        |svc| assert_eq!(status(&cluster, svc, "GET", "/"), 200),
+    );
+    assert_no_failures("to the restricted namespace's app", &traffic);
+    let ev = events(&ns, &pod);
+    let released = ev
+        .iter()
+        .find(|e| e.starts_with("DrainReleased") && e.contains("drained"))
+        .unwrap_or_else(|| panic!("no drained release in {ev:?}"));
+    // Held past the hook's min (2 s): the kubelet waited on the gate.
+    let held_s: f64 = released
+        .split("held the SIGTERM of the pod for ")
+        .nth(1)
+        .and_then(|r| r.split(':').next())
+        .and_then(|d| d.trim_end_matches('s').parse().ok())
+        .unwrap_or_else(|| panic!("no hold in {released}"));
+    assert!(held_s >= 2.0, "{released}");
+    eprintln!("    {released}");
 }

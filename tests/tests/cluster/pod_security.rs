@@ -14,7 +14,11 @@ use serde_json::{json, Value};
 
 /// The objects `kubectl kustomize deploy/examples/<example>` renders.
 fn rendered(cluster: &Cluster, example: &str) -> Vec<Value> {
-    let dir = workspace().join("deploy/examples").join(example);
+    render(cluster, &workspace().join("deploy/examples").join(example))
+}
+
+/// The objects `kubectl kustomize <dir>` renders.
+pub(crate) fn render(cluster: &Cluster, dir: &std::path::Path) -> Vec<Value> {
     let yaml = cluster.kubectl(&["kustomize", &dir.to_string_lossy()]);
     serde_norway::Deserializer::from_str(&yaml)
         .map(|doc| <Value as serde::Deserialize>::deserialize(doc).expect("kustomize renders YAML"))
