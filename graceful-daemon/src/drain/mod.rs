@@ -10,6 +10,8 @@
 //! - [`policy`]: when a drain is done (pure, testable without a kernel);
 //! - [`exclusions`]: connections a drain leaves out, as the programs match them;
 //! - [`exits`]: containers a drain must outlive;
+//! - [`stop_order`]: the order the kubelet stops a pod's containers in
+//!   (native sidecars last), and the waits it makes impossible;
 //! - [`table`]: the drains in progress, the history and their feed;
 //! - [`report`]: a drain as the rest of the agent sees it;
 //! - [`publish`]: a released drain's report to its sinks;
@@ -26,5 +28,6 @@ pub mod publish;
 pub mod report;
 pub mod scope;
 pub mod settings;
+pub mod stop_order;
 pub mod table;
 pub mod terminations;

@@ -4,10 +4,10 @@
 
 use std::sync::Arc;
 
-use super::{policy::Reason, report::DrainReport, settings::PodFacts};
+use super::{policy::Reason, report::DrainReport, settings::PodFacts, stop_order};
 use crate::{
     duration,
-    kube::{EventPoster, PodRef, PodStore},
+    kube::{pod::ContainerKind, EventPoster, PodRef, PodStore},
 };
 
 #[derive(Clone)]
@@ -40,6 +40,17 @@ impl PodApi {
             deletion_requested_unix_ms: p
                 .deletion_requested_at()
                 .and_then(|t| u64::try_from(t.as_millisecond()).ok()),
+            stop_ranks: stop_order::ranks(
+                p.containers
+                    .iter()
+                    .filter(|c| c.kind == ContainerKind::App)
+                    .map(|c| c.name.as_str()),
+                &p.containers
+                    .iter()
+                    .filter(|c| c.kind == ContainerKind::Sidecar)
+                    .map(|c| c.name.as_str())
+                    .collect::<Vec<_>>(),
+            ),
         }
     }
 

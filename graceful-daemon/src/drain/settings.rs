@@ -48,6 +48,9 @@ pub struct PodFacts {
     /// When the pod's deletion was requested (Unix ms, to the API's whole
     /// second): no hook's drain begins before it.
     pub deletion_requested_unix_ms: Option<u64>,
+    /// When the kubelet stops each of its containers (native sidecars
+    /// last): what `after-containers` may name.
+    pub stop_ranks: super::stop_order::Ranks,
 }
 
 struct Resolver<'a> {
@@ -189,6 +192,9 @@ pub fn resolve(req: &DrainRequest, facts: &PodFacts, budget: Duration) -> Accept
         containers,
     );
     let after_containers = r.or_default("after_containers", after, Vec::new());
+    let (after_containers, impossible) =
+        super::stop_order::check(after_containers, facts.container.as_deref(), &facts.stop_ranks);
+    r.warnings.extend(impossible);
     let flag = r.flag("ignore-ports", req.ignore_ports.as_deref(), parse_ports);
     let ports = r.pick("ignore-ports", "ignore_ports", flag, parse_ports);
     let ignore_ports = r.or_default("ignore_ports", ports, Vec::new());

@@ -131,7 +131,7 @@ pub(super) fn gate_findings(spec: &PodSpec, annotations: &BTreeMap<String, Strin
                 )
             },
         );
-        if let Err(e) = drain_fits(&q.request, annotations, n, grace_s) {
+        if let Err(e) = drain_fits(&q.request, annotations, n, spec, grace_s) {
             f.0.push(Finding {
                 rule: Rule::GateFitsGrace,
                 msg: format!("container {n}: {e}"),

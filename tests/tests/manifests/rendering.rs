@@ -205,15 +205,29 @@ pub(super) fn drain_fits(
     req: &DrainRequest,
     annotations: &BTreeMap<String, String>,
     container: &str,
+    spec: &PodSpec,
     grace_s: i64,
 ) -> Result<Accepted, String> {
     // The gate's own annotations are among them: the agent knows they are
-    // no drain setting, and a warning about them fails the check.
+    // no drain setting, and a warning about them fails the check. The
+    // kubelet's stop order, as the agent reads it from the pod: a wait for
+    // a native sidecar from the app is one of those warnings.
+    let sidecars: Vec<&str> = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .filter(|c| c.restart_policy.as_deref() == Some("Always"))
+        .map(|c| c.name.as_str())
+        .collect();
     let facts = PodFacts {
         annotations: annotations.clone(),
         container: Some(container.to_string()),
         grace_period_seconds: Some(grace_s),
         deletion_requested_unix_ms: None,
+        stop_ranks: graceful::drain::stop_order::ranks(
+            spec.containers.iter().map(|c| c.name.as_str()),
+            &sidecars,
+        ),
     };
     let acc = settings::resolve(req, &facts, BUDGET);
     if !acc.warnings.is_empty() {

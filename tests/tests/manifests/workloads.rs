@@ -50,7 +50,7 @@ fn every_hook_fits_in_its_grace_period_and_reaches_the_gate() {
             for h in &hooks {
                 let name = &h.container.name;
                 let req = DrainRequest::parse(h.args.request_json(0).as_bytes()).unwrap();
-                let acc = drain_fits(&req, &annotations, name, grace_s)
+                let acc = drain_fits(&req, &annotations, name, spec, grace_s)
                     .unwrap_or_else(|e| panic!("{owner}: container {name}: {e}"));
                 // The hook's binary and socket come from the agent's gate directory.
                 let bin_dir = Path::new(&h.argv[0]).parent().unwrap().to_str().unwrap();

@@ -9,6 +9,7 @@ fn facts(annotations: &[(&str, &str)], grace: Option<i64>) -> PodFacts {
         container: Some("app".into()),
         grace_period_seconds: grace,
         deletion_requested_unix_ms: None,
+        stop_ranks: Default::default(),
     }
 }
 
