@@ -76,7 +76,15 @@ const DEFAULT_GRACE: i64 = 30;
 /// The agent's namespace.
 const NAMESPACE: &str = "graceful-system";
 /// The examples, one for each case graceful exists for.
-const EXAMPLES: &[&str] = &["haproxy-waf", "mesh-proxy", "policy-sidecar", "restricted", "web"];
+const EXAMPLES: &[&str] = &[
+    "haproxy-waf",
+    "mesh-proxy",
+    "mesh-proxy-native",
+    "policy-sidecar",
+    "policy-sidecar-native",
+    "restricted",
+    "web",
+];
 /// The httpGet gate's names, as the agent reads them.
 use graceful::httpgate::{
     ANNOTATION as GATE_ANNOTATION, DEFAULT_PORT, PORT_ANNOTATION as GATE_PORT_ANNOTATION,

@@ -27,7 +27,8 @@ pub struct Pod {
     pub name: String,
     pub uid: String,
     pub ip: String,
-    /// Container name → containerd id.
+    /// Container name → containerd id: the regular containers, then the
+    /// native sidecars.
     pub containers: Vec<(String, String)>,
     /// `kubepods/<qos>/pod<uid>`, relative to the cgroup2 mount.
     pub cgroup: String,
@@ -44,10 +45,18 @@ fn qos_dir(qos: &str) -> &'static str {
 impl Pod {
     pub fn from_json(p: &Value) -> Pod {
         let uid = p["metadata"]["uid"].as_str().unwrap().to_string();
+        // The regular containers, and the native sidecars: the init
+        // containers still running once the pod is.
+        let sidecars = p["status"]["initContainerStatuses"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| c["state"]["running"].is_object());
         let containers = p["status"]["containerStatuses"]
             .as_array()
             .into_iter()
             .flatten()
+            .chain(sidecars)
             .filter_map(|c| {
                 let id = c["containerID"].as_str()?.split("://").nth(1)?.to_string();
                 Some((c["name"].as_str()?.to_string(), id))

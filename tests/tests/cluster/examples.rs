@@ -26,7 +26,7 @@ use graceful_tests::{
 use crate::{gate::events_of, pod_security::render};
 
 /// One request from the node: its status.
-fn status(cluster: &Cluster, addr: SocketAddr, method: &str, path: &str) -> u16 {
+pub(crate) fn status(cluster: &Cluster, addr: SocketAddr, method: &str, path: &str) -> u16 {
     let req =
         format!("{method} {path} HTTP/1.1\r\nHost: e2e\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
     cluster.on_node(move || {
@@ -44,36 +44,43 @@ fn status(cluster: &Cluster, addr: SocketAddr, method: &str, path: &str) -> u16 
 }
 
 /// What a terminated pod's containers did.
-struct Exits {
+pub(crate) struct Exits {
+    /// When the pod's deletion was asked for.
+    pub deleted: Instant,
     /// Container → when its last process exited.
     at: Vec<(String, Instant)>,
 }
 
 impl Exits {
-    fn of(&self, c: &str) -> Instant {
+    pub fn of(&self, c: &str) -> Instant {
         self.at.iter().find(|(n, _)| n == c).unwrap().1
+    }
+
+    /// Seconds from the deletion to `c`'s exit.
+    pub fn after_deletion(&self, c: &str) -> f64 {
+        self.of(c).duration_since(self.deleted).as_secs_f64()
     }
 }
 
 /// An example as the test deploys it.
-struct Example<'a> {
+pub(crate) struct Example<'a> {
     /// Its overlay in tests/overlays.
-    overlay: &'a str,
+    pub overlay: &'a str,
     /// Its pods, and how many.
-    selector: &'a str,
-    pods: usize,
+    pub selector: &'a str,
+    pub pods: usize,
     /// Other pods it needs ready first (its backends): their selector,
     /// their Service and how many.
-    backends: &'a [(&'a str, &'a str, usize)],
+    pub backends: &'a [(&'a str, &'a str, usize)],
     /// The Service in front of it (port 80).
-    service: &'a str,
+    pub service: &'a str,
 }
 
 /// Deploys the example, waits for its pods, then deletes one of them under
 /// 50 req/s to its Service from the node; returns that pod, its
 /// containers' exits, and what the load saw. `before` runs first, with
 /// the Service's address.
-fn terminate_one(
+pub(crate) fn terminate_one(
     cluster: &Cluster,
     ns: &Namespace,
     ex: Example,
@@ -131,10 +138,10 @@ fn terminate_deployed(
     }
     // The replacement takes the traffic; a moment more for late failures.
     std::thread::sleep(Duration::from_secs(2));
-    (victim, Exits { at }, traffic.finish())
+    (victim, Exits { deleted, at }, traffic.finish())
 }
 
-fn assert_no_failures(what: &str, o: &load::Outcome) {
+pub(crate) fn assert_no_failures(what: &str, o: &load::Outcome) {
     eprintln!(
         "    {what}: {} requests, {} failed {:?} (warm-up: {} requests, failed {:?})",
         o.requests, o.failed, o.failures, o.warmup_requests, o.warmup_failures

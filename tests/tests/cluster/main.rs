@@ -13,6 +13,7 @@ mod examples;
 mod gate;
 mod handover;
 mod http_gate;
+mod native_sidecars;
 mod pod_security;
 mod restart;
 mod rollout;

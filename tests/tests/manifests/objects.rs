@@ -25,8 +25,8 @@ use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use serde_json::Value;
 
 /// A kustomization, as far as deploy/ uses one: kept to the fields that
-/// kustomize 2.0 (Debian's kubectl 1.20) also knows. A new field is an
-/// unknown one until it is added here.
+/// kustomize v4 (kubectl 1.21 and later: every release the project
+/// supports) knows. A new field is an unknown one until it is added here.
 #[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Kustomization {
@@ -36,6 +36,24 @@ pub struct Kustomization {
     pub namespace: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<Vec<String>>,
+    /// JSON 6902 patches, each on its target (the native-sidecar forms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patches: Option<Vec<KustomizePatch>>,
+}
+
+/// One entry of `patches`: a JSON 6902 patch and the object it applies to.
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct KustomizePatch {
+    pub target: PatchTarget,
+    pub patch: String,
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PatchTarget {
+    pub kind: String,
+    pub name: String,
 }
 
 pub const KUSTOMIZE_API: &str = "kustomize.config.k8s.io/v1beta1";

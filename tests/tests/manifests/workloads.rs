@@ -144,6 +144,33 @@ fn the_examples_show_each_case() {
             .any(|(c, a, _)| c == "proxy" && a.after_containers.as_deref() == Some(&["app".to_string()][..])),
         "mesh-proxy: the proxy's hook uses --after-containers app"
     );
+    // The native forms: the sidecar is an init container that restarts,
+    // with no hook (the kubelet stops it after the app); the app's hook is
+    // the classic form's.
+    for (example, sidecar, classic) in [
+        ("mesh-proxy-native", "proxy", "mesh-proxy"),
+        ("policy-sidecar-native", "opa", "policy-sidecar"),
+    ] {
+        for (_, spec) in pod_templates(&rendered()[&format!("deploy/examples/{example}")]) {
+            let s = spec
+                .init_containers
+                .iter()
+                .flatten()
+                .find(|c| c.name == sidecar)
+                .unwrap_or_else(|| panic!("{example}: no init container {sidecar}"));
+            assert_eq!(s.restart_policy.as_deref(), Some("Always"), "{example}");
+            assert!(s.lifecycle.is_none(), "{example}: {sidecar} has a hook");
+            assert!(spec.containers.iter().all(|c| c.name != sidecar), "{example}");
+        }
+        let app = |e: &str| -> Vec<String> {
+            hooks_of(e)
+                .into_iter()
+                .filter(|(c, _, _)| c == "app")
+                .map(|(_, a, _)| a.request_json(0))
+                .collect()
+        };
+        assert_eq!(app(example), app(classic), "{example}: the app's hook");
+    }
 }
 
 #[test]
