@@ -9,6 +9,7 @@
 
 pub mod clients;
 pub mod demo;
+pub mod late_lb;
 pub mod pod;
 pub mod release;
 pub mod rollout;

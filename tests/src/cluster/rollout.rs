@@ -336,7 +336,12 @@ pub fn drain_reports(ns: &Namespace, pods: &[Pod]) -> HashMap<String, String> {
 
 impl Cluster {
     /// The open-loop load, from the node's namespace.
-    pub fn on_node_load(&self, target: SocketAddr, rate: u32, workers: usize) -> anyhow::Result<load::Load> {
+    pub fn on_node_load(
+        &self,
+        target: impl Into<load::Target>,
+        rate: u32,
+        workers: usize,
+    ) -> anyhow::Result<load::Load> {
         load::Load::start(&self.node, target, rate, false, workers)
     }
 }

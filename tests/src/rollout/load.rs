@@ -8,6 +8,11 @@
 //! (a new one after an error or `Connection: close`); without, every request
 //! is a connection of its own and says `Connection: close`.
 //!
+//! The target is one address (a Service, a load balancer), or a
+//! [`Pool`] of the pods' own addresses taken in turn, which the test
+//! changes as a load balancer outside the cluster would (see
+//! `cluster::late_lb`).
+//!
 //! The workers run in the node namespace (setns on their own thread).
 
 use std::{
@@ -15,7 +20,7 @@ use std::{
     io::{BufRead, BufReader, Read, Write},
     net::{SocketAddr, TcpStream},
     sync::{
-        atomic::{AtomicBool, AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
         mpsc, Arc, Mutex,
     },
     thread::JoinHandle,
@@ -69,9 +74,65 @@ impl Outcome {
     }
 }
 
+/// Where the requests go.
+#[derive(Clone)]
+pub enum Target {
+    /// One address: a Service's, a load balancer's.
+    One(SocketAddr),
+    /// The pods' addresses, each new connection to the next.
+    Pool(Arc<Pool>),
+}
+
+impl From<SocketAddr> for Target {
+    fn from(a: SocketAddr) -> Target {
+        Target::One(a)
+    }
+}
+
+/// Addresses taken in turn, changed while the load runs.
+#[derive(Default)]
+pub struct Pool {
+    addrs: Mutex<Vec<SocketAddr>>,
+    next: AtomicUsize,
+}
+
+impl Pool {
+    pub fn new(addrs: Vec<SocketAddr>) -> Arc<Pool> {
+        Arc::new(Pool {
+            addrs: Mutex::new(addrs),
+            next: AtomicUsize::new(0),
+        })
+    }
+
+    /// From now on, these addresses.
+    pub fn set(&self, addrs: Vec<SocketAddr>) {
+        *self.addrs.lock().unwrap() = addrs;
+    }
+
+    pub fn addrs(&self) -> Vec<SocketAddr> {
+        self.addrs.lock().unwrap().clone()
+    }
+
+    fn pick(&self) -> Option<SocketAddr> {
+        let a = self.addrs.lock().unwrap();
+        (!a.is_empty()).then(|| a[self.next.fetch_add(1, Ordering::Relaxed) % a.len()])
+    }
+}
+
+impl Target {
+    fn addr(&self) -> std::io::Result<SocketAddr> {
+        match self {
+            Target::One(a) => Ok(*a),
+            Target::Pool(p) => p
+                .pick()
+                .ok_or_else(|| std::io::Error::other("no endpoint to send to")),
+        }
+    }
+}
+
 /// One worker's client: a connection to the service, kept or not.
 struct Client {
-    target: SocketAddr,
+    target: Target,
     keepalive: bool,
     conn: Option<BufReader<TcpStream>>,
 }
@@ -90,7 +151,7 @@ fn io_failure(e: &std::io::Error) -> String {
 
 impl Client {
     fn connect(&self) -> std::io::Result<BufReader<TcpStream>> {
-        let s = TcpStream::connect_timeout(&self.target, TIMEOUT)?;
+        let s = TcpStream::connect_timeout(&self.target.addr()?, TIMEOUT)?;
         s.set_read_timeout(Some(TIMEOUT))?;
         s.set_write_timeout(Some(TIMEOUT))?;
         s.set_nodelay(true)?;
@@ -175,7 +236,7 @@ impl Load {
     /// threads (enough to keep the schedule: rate × latency, with room).
     pub fn start(
         ns: &NetNs,
-        target: SocketAddr,
+        target: impl Into<Target>,
         rate: u32,
         keepalive: bool,
         workers: usize,
@@ -187,6 +248,7 @@ impl Load {
         let rx = Arc::new(Mutex::new(rx));
         let (ready_tx, ready_rx) = mpsc::channel::<std::io::Result<()>>();
         let ns_fd = ns.fd();
+        let target = target.into();
         let mut load = Load {
             running: Arc::new(AtomicBool::new(true)),
             counting_from: Arc::new(AtomicU64::new(0)),
@@ -196,6 +258,7 @@ impl Load {
         for _ in 0..workers {
             let (rx, ready) = (rx.clone(), ready_tx.clone());
             let counting_from = load.counting_from.clone();
+            let target = target.clone();
             load.workers.push(std::thread::spawn(move || {
                 // SAFETY: setns(2) on this thread only; the fd is open
                 // until `ready` is answered.

@@ -19,7 +19,7 @@ use std::{
 };
 
 use graceful_tests::{
-    cluster::{pod::Pod, workspace, Cluster, Namespace},
+    cluster::{late_lb::LateLb, pod::Pod, workspace, Cluster, Namespace},
     rollout::load,
 };
 
@@ -74,6 +74,10 @@ pub(crate) struct Example<'a> {
     pub backends: &'a [(&'a str, &'a str, usize)],
     /// The Service in front of it (port 80).
     pub service: &'a str,
+    /// Send the load to the Service's pods through a load balancer that
+    /// learns of their changes this late (`cluster::late_lb`), not to the
+    /// ClusterIP.
+    pub late_lb: Option<Duration>,
 }
 
 /// Deploys the example, waits for its pods, then deletes one of them under
@@ -119,7 +123,12 @@ fn terminate_deployed(
             })
         })
         .collect();
-    let traffic = cluster.on_node_load(addr, 50, 16).unwrap();
+    let late = ex.late_lb.map(|d| LateLb::start(ns, ex.service, d));
+    let target = match &late {
+        Some(lb) => load::Target::Pool(lb.pool.clone()),
+        None => addr.into(),
+    };
+    let traffic = cluster.on_node_load(target, 50, 16).unwrap();
     std::thread::sleep(Duration::from_secs(2));
     traffic.count_from_now();
     let deleted = Instant::now();
@@ -137,8 +146,10 @@ fn terminate_deployed(
         at.push((name, exit));
     }
     // The replacement takes the traffic; a moment more for late failures.
-    std::thread::sleep(Duration::from_secs(2));
-    (victim, Exits { deleted, at }, traffic.finish())
+    std::thread::sleep(Duration::from_secs(2) + ex.late_lb.unwrap_or_default());
+    let outcome = traffic.finish();
+    drop(late);
+    (victim, Exits { deleted, at }, outcome)
 }
 
 pub(crate) fn assert_no_failures(what: &str, o: &load::Outcome) {
@@ -177,6 +188,7 @@ fn haproxy_waf_the_waf_agent_outlives_haproxys_connections() {
             pods: 2,
             backends: &[("app.kubernetes.io/name=web", "web", 3)],
             service: "edge",
+            late_lb: None,
         },
         |edge| {
             // Every request is inspected by the WAF agent before it passes.
@@ -216,6 +228,7 @@ fn mesh_proxy_the_proxy_outlives_the_app() {
             pods: 2,
             backends: &[("app.kubernetes.io/name=web", "web", 3)],
             service: "mesh-app",
+            late_lb: None,
         },
         // In through the proxy, to the app, out through the proxy's egress
         // to the web Service: every hop answers.
@@ -243,6 +256,7 @@ fn policy_sidecar_the_policy_engine_outlives_the_apps_traffic() {
             pods: 2,
             backends: &[],
             service: "policy-app",
+            late_lb: None,
         },
         |svc| {
             // The app asks the policy engine about every request.
@@ -309,6 +323,7 @@ fn restricted_the_example_drains_in_its_restricted_namespace() {
             pods: 3,
             backends: &[],
             service: "restricted-web",
+            late_lb: None,
         },
         |svc| assert_eq!(status(&cluster, svc, "GET", "/"), 200),
     );

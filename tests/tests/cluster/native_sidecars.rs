@@ -8,11 +8,12 @@
 //! calls through the proxy or to the policy engine are all over by then
 //! (no `--after-containers`, no `--scope pod` hold on the sidecar). What it
 //! does not give, and graceful adds: without a hook the app's own SIGTERM
-//! comes at the deletion, whether or not the load balancers still send it
-//! new connections; with the app's hook it comes after its last one, and
-//! no request fails. How many fail without it depends on how soon the
-//! endpoint's removal reaches the load balancers: on this node, whose
-//! kube-proxy syncs in milliseconds, few (the table this test prints).
+//! comes at the deletion, while the load balancers still send it new
+//! connections (here one that learns of the removal 3 s late, as load
+//! balancers outside the cluster do), and those fail; with the app's hook
+//! it comes after its last one, and none does.
+
+use std::time::Duration;
 
 use graceful_tests::{
     cluster::{Cluster, Namespace},
@@ -23,6 +24,10 @@ use crate::{
     examples::{assert_no_failures, status, terminate_one, Example, Exits},
     gate::events_of,
 };
+
+/// How late the load balancer in front of the pods learns of a change:
+/// an external load balancer's few seconds (see `cluster::late_lb`).
+const LATE: Duration = Duration::from_secs(3);
 
 /// One form, deleted under load.
 struct Run {
@@ -70,8 +75,8 @@ fn print(runs: &[Run], sidecar: &str) {
 }
 
 /// The checks both examples share: the kubelet's order in both forms; the
-/// app held and nothing failed with graceful; the app stopped at the
-/// deletion without it.
+/// app held and nothing failed with graceful; without it the app stopped
+/// at the deletion, and requests failed.
 fn check(runs: &[Run], sidecar: &str) {
     print(runs, sidecar);
     let [graceful, bare] = runs else { unreachable!() };
@@ -107,9 +112,12 @@ fn check(runs: &[Run], sidecar: &str) {
         bare.form,
         bare.released
     );
-    // Not asserted: how many requests the unheld app drops depends on how
-    // soon the endpoint's removal reaches every load balancer. Here that
-    // is the node's own kube-proxy, in milliseconds; printed above.
+    assert!(
+        bare.load.failed > 0,
+        "{}: no request failed ({} sent) though the load balancer sent the pod new connections for {LATE:?}",
+        bare.form,
+        bare.load.requests
+    );
 }
 
 #[test]
@@ -127,6 +135,7 @@ fn mesh_proxy_native_the_kubelet_keeps_the_proxy_and_graceful_holds_the_app() {
             pods: 2,
             backends: &[("app.kubernetes.io/name=web", "web", 3)],
             service: "mesh-app",
+            late_lb: Some(LATE),
         };
         run(&cluster, form, ex, |svc| {
             assert_eq!(status(&cluster, svc, "GET", "/"), 200)
@@ -151,6 +160,7 @@ fn policy_sidecar_native_the_kubelet_keeps_the_engine_and_graceful_holds_the_app
             pods: 2,
             backends: &[],
             service: "policy-app",
+            late_lb: Some(LATE),
         };
         run(&cluster, form, ex, |svc| {
             assert_eq!(
