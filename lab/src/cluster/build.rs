@@ -7,7 +7,9 @@
 //!   (1.33 to 1.37; 1.37 by default), through a [`gomod::Wrapper`], and the
 //!   pause program from the same module's `build/pause`;
 //! - containerd 2 (containerd, its runc shim, ctr) and crictl, by `go install`;
-//! - etcd 3.6, the version 1.37 is qualified on, through a wrapper.
+//! - etcd 3.6, the version 1.37 is qualified on, through a wrapper;
+//! - OPA, the policy engine of the policy-sidecar examples, by `go install`
+//!   (its go.mod has no replaces): not the node's, its pods'.
 //!
 //! runc and the CNI plugins stay Debian's (setup installs them): runc from
 //! the module proxy needs cgo and libseccomp, and Debian's 1.1.5 runs every
@@ -32,6 +34,7 @@ pub const DEFAULT: &str = "1.37";
 pub const CONTAINERD: &str = "v2.4.2";
 pub const CRICTL: &str = "v1.37.0";
 pub const ETCD: &str = "v3.6.17";
+pub const OPA: &str = "v1.22.4";
 
 /// The commands built from k8s.io/kubernetes.
 pub const KUBE_COMMANDS: &[&str] = &[
@@ -67,6 +70,7 @@ pub struct Kube {
     kube: PathBuf,
     containerd: PathBuf,
     etcd: PathBuf,
+    opa: PathBuf,
 }
 
 impl Kube {
@@ -75,6 +79,7 @@ impl Kube {
     pub fn bin(&self, name: &str) -> PathBuf {
         let dir = match name {
             "etcd" => &self.etcd,
+            "opa" => &self.opa,
             "containerd" | "containerd-shim-runc-v2" | "ctr" | "crictl" => &self.containerd,
             _ => &self.kube,
         };
@@ -114,6 +119,7 @@ pub fn ensure(asked: &str) -> anyhow::Result<Kube> {
     let kube = tools.join(format!("kubernetes-v{version}"));
     let containerd = tools.join(format!("containerd-{CONTAINERD}"));
     let etcd = tools.join(format!("etcd-{ETCD}"));
+    let opa = tools.join(format!("opa-{OPA}"));
     let mut bins: Vec<&str> = KUBE_COMMANDS.to_vec();
     bins.push("pause");
     cached_or(
@@ -137,6 +143,13 @@ pub fn ensure(asked: &str) -> anyhow::Result<Kube> {
         "about a minute",
         build_etcd,
     )?;
+    cached_or(&opa, &format!("opa {OPA}"), &["opa"], "about a minute", |dir| {
+        gomod::install(
+            &dir.join("bin"),
+            &[format!("github.com/open-policy-agent/opa@{OPA}")],
+            "-s -w",
+        )
+    })?;
     built(version)
 }
 
@@ -160,6 +173,7 @@ pub fn built(asked: &str) -> anyhow::Result<Kube> {
         kube,
         containerd: tools.join(format!("containerd-{CONTAINERD}")),
         etcd: tools.join(format!("etcd-{ETCD}")),
+        opa: tools.join(format!("opa-{OPA}")),
     })
 }
 

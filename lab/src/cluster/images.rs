@@ -10,9 +10,12 @@
 //!   name (nginx's `conf.d`, SIGQUIT to stop; HAProxy's
 //!   `/usr/local/etc/haproxy`, SIGUSR1), and nginx again as the
 //!   unprivileged image runs it (port 8080, writes only to /tmp);
-//! - stand-ins for the programs that cannot be had here (Envoy, OPA,
+//! - OPA as its static image is, `/opa` alone `FROM scratch`, from the
+//!   binary built here (see `build`);
+//! - stand-ins for the programs that cannot be had here (Envoy,
 //!   coraza-spoa): `graceful-stand-in` in each role, named for the role,
-//!   never with the upstream names; and a test app for the benchmarks.
+//!   never with the upstream names; and a test app, for the benchmarks and
+//!   as the app that asks OPA about every request.
 //!
 //! Images are written once per content: an archive whose id matches what
 //! containerd already holds is not imported again.
@@ -41,9 +44,10 @@ pub const NGINX: &str = "localhost/debian-nginx:bookworm";
 pub const NGINX_UNPRIVILEGED: &str = "localhost/debian-nginx-unprivileged:bookworm";
 pub const HAPROXY: &str = "localhost/debian-haproxy:bookworm";
 pub const MESH_PROXY: &str = "localhost/stand-in/mesh-proxy:0.1.0";
-pub const POLICY_ENGINE: &str = "localhost/stand-in/policy-engine:0.1.0";
 pub const WAF_AGENT: &str = "localhost/stand-in/waf-agent:0.1.0";
 pub const TEST_APP: &str = "localhost/graceful-test/app:0.1.0";
+/// OPA, built here (`build::OPA` without its `v`).
+pub const OPA: &str = "localhost/opa:1.22.4";
 
 /// busybox applets an image's hooks and operators may call.
 const APPLETS: &[&str] = &[
@@ -156,6 +160,26 @@ fn pause<'a>(kube: &Kube, name: &'a str) -> anyhow::Result<(Image<'a>, Rootfs)> 
                     "kubernetes v{} build/pause/linux/pause.c (pause {})",
                     kube.version, kube.pause_version
                 ),
+            )]),
+        },
+        r,
+    ))
+}
+
+/// OPA's static image: the binary alone, `opa` its entrypoint.
+fn opa(kube: &Kube) -> anyhow::Result<(Image<'static>, Rootfs)> {
+    let mut r = Rootfs::new();
+    r.copy(&kube.bin("opa"), "/opa", 0o755)?;
+    passwd(&mut r, &[]);
+    Ok((
+        Image {
+            name: OPA,
+            entrypoint: strs(&["/opa"]),
+            cmd: strs(&["run"]),
+            stop_signal: None,
+            labels: labels(&[(
+                "graceful.dev/built-from",
+                format!("github.com/open-policy-agent/opa {}", super::build::OPA),
             )]),
         },
         r,
@@ -346,17 +370,12 @@ pub fn import(paths: &Paths, bins: &Binaries, kube: &Kube) -> anyhow::Result<Str
         nginx()?,
         nginx_unprivileged()?,
         haproxy()?,
+        opa(kube)?,
         stand_in(
             bins,
             MESH_PROXY,
             "mesh-proxy",
             "a mesh proxy such as Envoy: exits at once on SIGTERM",
-        )?,
-        stand_in(
-            bins,
-            POLICY_ENGINE,
-            "policy-engine",
-            "a policy engine such as OPA: drains its requests on SIGTERM",
         )?,
         stand_in(
             bins,
@@ -368,7 +387,7 @@ pub fn import(paths: &Paths, bins: &Binaries, kube: &Kube) -> anyhow::Result<Str
             bins,
             TEST_APP,
             "app",
-            "an HTTP app that records when SIGTERM arrives",
+            "an HTTP app that records when SIGTERM arrives, and asks OPA first with --authz",
         )?,
     ];
     let held = held(paths, kube)?;

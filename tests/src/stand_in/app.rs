@@ -1,5 +1,8 @@
 //! The app of the benchmarks: an HTTP/1.1 server with keep-alive that
 //! answers every request `200 ok\n`, and reports when SIGTERM arrived.
+//! With `--authz URL` it is an app that asks its policy engine (OPA's
+//! REST API) about every request first (see [`super::authz`]): 403 when
+//! denied, 502 when the engine does not answer.
 //!
 //! Stdout is for the test to read: `listening ADDR` once it accepts, then
 //! on SIGTERM (or SIGINT) one line `{"sigterm_monotonic_ns":N}`, the
@@ -10,6 +13,7 @@
 //! requests in flight, closes idle keep-alive connections and exits 0.
 
 use super::{
+    authz::{Authz, Verdict},
     http::{Handler, Response, Server},
     Signals,
 };
@@ -25,6 +29,10 @@ pub struct Args {
     /// their connections.
     #[arg(long, default_value_t = 10)]
     grace_period: u64,
+    /// Ask the policy engine at this URL (`http://127.0.0.1:8181/v1/data/
+    /// httpapi/authz/allow`) about every request.
+    #[arg(long)]
+    authz: Option<String>,
 }
 
 fn say(line: &str) -> Result<()> {
@@ -35,7 +43,18 @@ fn say(line: &str) -> Result<()> {
 }
 
 pub fn run(args: Args, signals: Signals) -> Result<()> {
-    let handler: Handler = Arc::new(|_req| Response::text(200, "ok\n"));
+    let authz = args.authz.as_deref().map(Authz::parse).transpose()?;
+    let handler: Handler = match authz {
+        None => Arc::new(|_req| Response::text(200, "ok\n")),
+        Some(a) => Arc::new(move |req| match a.ask(&req.method, req.path()) {
+            Verdict::Allow => Response::text(200, "ok\n"),
+            Verdict::Deny => Response::text(403, "denied by the policy engine\n"),
+            Verdict::Unreachable(why) => {
+                eprintln!("app: the policy engine did not answer: {why}");
+                Response::text(502, format!("the policy engine did not answer: {why}\n"))
+            }
+        }),
+    };
     let server = Server::start(&args.addr, "app", handler)?;
     say(&format!("listening {}", server.local_addr()))?;
 

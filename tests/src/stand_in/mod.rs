@@ -1,6 +1,7 @@
 //! Stand-ins for the programs of `deploy/examples`, for the local cluster
-//! test: Envoy ([`mesh_proxy`]), OPA ([`policy_engine`]), coraza-spoa
-//! ([`waf_agent`]), and a benchmark [`app`]. None of those programs can be
+//! test: Envoy ([`mesh_proxy`]), coraza-spoa ([`waf_agent`]), and an
+//! [`app`] (the benchmarks', and the OPA examples' app that asks OPA, built
+//! here, about every request: [`authz`]). None of those programs can be
 //! had where the test runs, and the test only relies on two things about
 //! each: how it holds connections, and what it does on SIGTERM. Each role
 //! here does those two things the way its program does, and nothing else.
@@ -15,9 +16,9 @@
 //! thread context, not in a signal handler.
 
 pub mod app;
+pub mod authz;
 pub mod http;
 pub mod mesh_proxy;
-pub mod policy_engine;
 pub mod server;
 pub mod spop;
 pub mod waf_agent;

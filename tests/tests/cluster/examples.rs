@@ -2,7 +2,8 @@
 //! the sidecar outlives the app's traffic as each example claims, no
 //! request fails, and each container's drain leaves its Event. The
 //! restricted example likewise, in a namespace held to its own Pod
-//! Security labels.
+//! Security labels. (The policy-sidecar examples run with the real OPA:
+//! policy_opa.rs.)
 //!
 //! None of them needs a feature v1.20 lacks: they order their containers
 //! with exec hooks (`--scope`, `--after-containers`), not native sidecars
@@ -241,46 +242,6 @@ fn mesh_proxy_the_proxy_outlives_the_app() {
     );
     let ev = events(&ns, &pod);
     assert!(ev.iter().any(|e| e.contains("containers-exited")), "{ev:?}");
-}
-
-#[test]
-fn policy_sidecar_the_policy_engine_outlives_the_apps_traffic() {
-    let (cluster, _serial) = crate::node();
-    let ns = Namespace::create(&cluster, "policy");
-    let (pod, exits, traffic) = terminate_one(
-        &cluster,
-        &ns,
-        Example {
-            overlay: "policy-sidecar",
-            selector: "app.kubernetes.io/name=policy-app",
-            pods: 2,
-            backends: &[],
-            service: "policy-app",
-            late_lb: None,
-        },
-        |svc| {
-            // The app asks the policy engine about every request.
-            assert_eq!(status(&cluster, svc, "GET", "/"), 200);
-            assert_eq!(
-                status(&cluster, svc, "POST", "/"),
-                403,
-                "the app did not ask the policy engine"
-            );
-        },
-    );
-    assert_no_failures("through the app and its policy engine", &traffic);
-    assert!(
-        exits.of("opa") > exits.of("app"),
-        "the policy engine stopped while the app still served"
-    );
-    let ev = events(&ns, &pod);
-    assert_eq!(
-        ev.iter()
-            .filter(|e| e.starts_with("DrainReleased") && e.contains("drained"))
-            .count(),
-        2,
-        "{ev:?}"
-    );
 }
 
 /// deploy/examples/restricted, applied as shipped (only its image is one

@@ -15,6 +15,7 @@ mod handover;
 mod http_gate;
 mod native_sidecars;
 mod pod_security;
+mod policy_opa;
 mod restart;
 mod rollout;
 

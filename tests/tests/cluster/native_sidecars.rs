@@ -1,7 +1,8 @@
 //! Native sidecars (init containers with `restartPolicy: Always`, GA in
-//! 1.33), on the node: the native forms of the mesh-proxy and
-//! policy-sidecar examples, each deleted under 50 req/s with graceful's
-//! hook on the app and without any hook (the kubelet's order alone).
+//! 1.33), on the node: the native form of the mesh-proxy example deleted
+//! under 50 req/s with graceful's hook on the app and without any hook
+//! (the kubelet's order alone). The policy-sidecar example's native form
+//! runs the same two ways with the real OPA, in policy_opa.rs.
 //!
 //! What the kubelet's order gives by itself, and the test checks in both:
 //! the sidecar gets its SIGTERM only once the app has exited, so the app's
@@ -74,9 +75,9 @@ fn print(runs: &[Run], sidecar: &str) {
     }
 }
 
-/// The checks both examples share: the kubelet's order in both forms; the
-/// app held and nothing failed with graceful; without it the app stopped
-/// at the deletion, and requests failed.
+/// The kubelet's order in both forms; the app held and nothing failed with
+/// graceful; without it the app stopped at the deletion, and requests
+/// failed.
 fn check(runs: &[Run], sidecar: &str) {
     print(runs, sidecar);
     let [graceful, bare] = runs else { unreachable!() };
@@ -143,33 +144,4 @@ fn mesh_proxy_native_the_kubelet_keeps_the_proxy_and_graceful_holds_the_app() {
     })
     .collect();
     check(&runs, "proxy");
-}
-
-#[test]
-fn policy_sidecar_native_the_kubelet_keeps_the_engine_and_graceful_holds_the_app() {
-    let (cluster, _serial) = crate::node();
-    let runs: Vec<Run> = [
-        ("native + graceful", "policy-sidecar-native"),
-        ("native, no hook", "policy-sidecar-native-bare"),
-    ]
-    .into_iter()
-    .map(|(form, overlay)| {
-        let ex = Example {
-            overlay,
-            selector: "app.kubernetes.io/name=policy-app",
-            pods: 2,
-            backends: &[],
-            service: "policy-app",
-            late_lb: Some(LATE),
-        };
-        run(&cluster, form, ex, |svc| {
-            assert_eq!(
-                status(&cluster, svc, "POST", "/"),
-                403,
-                "the app did not ask the policy engine"
-            )
-        })
-    })
-    .collect();
-    check(&runs, "opa");
 }
