@@ -210,7 +210,7 @@ fn debian_label(pkg: &str) -> anyhow::Result<String> {
 /// `/etc/nginx/conf.d/*.conf`, logs to stdout and stderr, SIGQUIT to stop
 /// gracefully (finish open requests, then exit).
 fn nginx() -> anyhow::Result<(Image<'static>, Rootfs)> {
-    nginx_as(NGINX, NGINX_CONF, &NGINX_DEFAULT.replace("{port}", "80"))
+    nginx_as(NGINX, &nginx_conf(false), &NGINX_DEFAULT.replace("{port}", "80"))
 }
 
 /// nginx as the unprivileged upstream image lays it out, for pods held to
@@ -220,7 +220,7 @@ fn nginx() -> anyhow::Result<(Image<'static>, Rootfs)> {
 fn nginx_unprivileged() -> anyhow::Result<(Image<'static>, Rootfs)> {
     nginx_as(
         NGINX_UNPRIVILEGED,
-        NGINX_UNPRIVILEGED_CONF,
+        &nginx_conf(true),
         &NGINX_DEFAULT.replace("{port}", "8080"),
     )
 }
@@ -255,17 +255,18 @@ fn nginx_as(name: &'static str, conf: &str, default: &str) -> anyhow::Result<(Im
     ))
 }
 
-const NGINX_CONF: &str = r#"user  nginx;
-worker_processes  auto;
+/// nginx.conf as the upstream image has it; `{head}` and `{temp}` are
+/// what differs between the two images (see [`nginx_conf`]).
+const NGINX_CONF: &str = r#"{head}worker_processes  auto;
 error_log  /var/log/nginx/error.log notice;
-pid        /var/run/nginx.pid;
+pid        {pid};
 
 events {
     worker_connections  1024;
 }
 
 http {
-    include       /etc/nginx/mime.types;
+{temp}    include       /etc/nginx/mime.types;
     default_type  application/octet-stream;
     log_format  main  '$remote_addr - $remote_user [$time_local] "$request" '
                       '$status $body_bytes_sent "$http_referer" '
@@ -277,33 +278,29 @@ http {
 }
 "#;
 
-/// As [`NGINX_CONF`], for a process that is not root: no `user`, and
-/// every path it writes under /tmp.
-const NGINX_UNPRIVILEGED_CONF: &str = r#"worker_processes  auto;
-error_log  /var/log/nginx/error.log notice;
-pid        /tmp/nginx.pid;
-
-events {
-    worker_connections  1024;
-}
-
-http {
-    client_body_temp_path /tmp/client_temp;
+/// The config of the image that starts as root (drops to `nginx`, pid
+/// under /var/run), or of the unprivileged one (no `user`, every path it
+/// writes under /tmp).
+fn nginx_conf(unprivileged: bool) -> String {
+    let (head, pid, temp) = if unprivileged {
+        (
+            "",
+            "/tmp/nginx.pid",
+            "    client_body_temp_path /tmp/client_temp;
     proxy_temp_path       /tmp/proxy_temp_path;
     fastcgi_temp_path     /tmp/fastcgi_temp;
     uwsgi_temp_path       /tmp/uwsgi_temp;
     scgi_temp_path        /tmp/scgi_temp;
-    include       /etc/nginx/mime.types;
-    default_type  application/octet-stream;
-    log_format  main  '$remote_addr - $remote_user [$time_local] "$request" '
-                      '$status $body_bytes_sent "$http_referer" '
-                      '"$http_user_agent" "$http_x_forwarded_for"';
-    access_log  /var/log/nginx/access.log  main;
-    sendfile        on;
-    keepalive_timeout  65;
-    include /etc/nginx/conf.d/*.conf;
+",
+        )
+    } else {
+        ("user  nginx;\n", "/var/run/nginx.pid", "")
+    };
+    NGINX_CONF
+        .replace("{head}", head)
+        .replace("{pid}", pid)
+        .replace("{temp}", temp)
 }
-"#;
 
 const NGINX_DEFAULT: &str = r#"server {
     listen       {port};
