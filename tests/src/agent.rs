@@ -144,19 +144,8 @@ impl Agent {
     /// The local API's TCP address, from the running agent's log.
     pub fn api_addr(&self) -> std::net::SocketAddr {
         let log = self.log_text();
-        let line = log
-            .lines()
-            .rev()
-            .find(|l| l.contains("local API listening") && l.contains("addr="))
-            .unwrap_or_else(|| panic!("no API address in the agent's log: {log}"));
-        let addr = line
-            .split("addr=")
-            .nth(1)
-            .unwrap()
-            .split_whitespace()
-            .next()
-            .unwrap();
-        addr.parse().unwrap_or_else(|e| panic!("{addr}: {e}"))
+        log_field(&log, "local API listening addr=", "addr")
+            .unwrap_or_else(|| panic!("no API address in the agent's log: {log}"))
     }
 
     /// Starts the daemon and waits until it has adopted and is ready.
@@ -432,15 +421,21 @@ pub fn parent_of(pid: u32) -> Option<u32> {
     stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
 }
 
+/// From an agent's log, field `key` (`key=value`) of the last line that
+/// contains `line`.
+pub fn log_field<T: std::str::FromStr>(log: &str, line: &str, key: &str) -> Option<T> {
+    log.lines()
+        .rev()
+        .find(|l| l.contains(line))
+        .and_then(|l| l.split(&format!("{key}=")).nth(1))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+}
+
 /// From an agent's log, its last "serving the hooks the previous agent
 /// held" line's `since_pause_ms`: how long after the previous agent's
 /// pause (a handover's freeze, a crash) it served the held hooks.
 pub fn since_pause_ms(log: &str) -> f64 {
-    log.lines()
-        .rev()
-        .find(|l| l.contains("serving the hooks the previous agent held"))
-        .and_then(|l| l.split("since_pause_ms=").nth(1))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
+    log_field(log, "serving the hooks the previous agent held", "since_pause_ms")
         .unwrap_or_else(|| panic!("no pause in the agent's log: {log}"))
 }

@@ -16,12 +16,7 @@ use crate::{require_root, settle};
 
 /// The agent's log line that says how many flagged sockets it recounted.
 fn recounted(log: &str) -> u64 {
-    log.lines()
-        .rev()
-        .find(|l| l.contains("adopted pre-existing sockets"))
-        .and_then(|l| l.split("recounted=").nth(1))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
+    graceful_tests::agent::log_field(log, "adopted pre-existing sockets", "recounted")
         .unwrap_or_else(|| panic!("no recount in the agent's log: {log}"))
 }
 
