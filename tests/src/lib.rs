@@ -9,6 +9,7 @@ pub mod cgroup;
 pub mod cluster;
 pub mod gate;
 pub mod http_hook;
+pub mod http_response;
 pub mod k8s;
 pub mod nested;
 pub mod netns;

@@ -3,7 +3,7 @@
 //! test closes them.
 
 use std::{
-    io::{Read, Write},
+    io::Write,
     net::{SocketAddr, TcpStream},
     time::{Duration, Instant},
 };
@@ -66,34 +66,6 @@ impl Clients {
 /// One `GET /` on a kept connection; its status.
 fn request(s: &mut TcpStream) -> std::io::Result<u16> {
     s.write_all(b"GET / HTTP/1.1\r\nHost: e2e\r\n\r\n")?;
-    let mut buf = [0u8; 4096];
-    let mut got = Vec::new();
-    // The stand-in app and nginx answer with a Content-Length: read the
-    // head, then the body's bytes.
-    loop {
-        let n = s.read(&mut buf)?;
-        if n == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        got.extend_from_slice(&buf[..n]);
-        let text = String::from_utf8_lossy(&got);
-        if let Some(end) = text.find("\r\n\r\n") {
-            let len = text[..end]
-                .lines()
-                .find_map(|l| {
-                    let (k, v) = l.split_once(':')?;
-                    k.eq_ignore_ascii_case("content-length")
-                        .then(|| v.trim().parse::<usize>().ok())?
-                })
-                .unwrap_or(0);
-            if got.len() >= end + 4 + len {
-                let status = text
-                    .split_whitespace()
-                    .nth(1)
-                    .and_then(|s| s.parse().ok())
-                    .unwrap_or(0);
-                return Ok(status);
-            }
-        }
-    }
+    // One request at a time: nothing follows the response to over-read.
+    Ok(crate::http_response::read(&mut std::io::BufReader::new(&*s))?.status)
 }

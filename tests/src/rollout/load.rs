@@ -17,7 +17,7 @@
 
 use std::{
     collections::BTreeMap,
-    io::{BufRead, BufReader, Read, Write},
+    io::{BufReader, Write},
     net::{SocketAddr, TcpStream},
     sync::{
         atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
@@ -185,40 +185,8 @@ impl Client {
             "Connection: close\r\n"
         };
         write!(conn.get_mut(), "GET / HTTP/1.1\r\nHost: service\r\n{close}\r\n")?;
-        let eof = || std::io::Error::from(std::io::ErrorKind::UnexpectedEof);
-        let mut line = String::new();
-        if conn.read_line(&mut line)? == 0 {
-            return Err(eof());
-        }
-        let status: u16 = line
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| std::io::Error::other(format!("bad status line {line:?}")))?;
-        let (mut length, mut reusable) = (0u64, self.keepalive);
-        loop {
-            line.clear();
-            if conn.read_line(&mut line)? == 0 {
-                return Err(eof());
-            }
-            let header = line.trim_end();
-            if header.is_empty() {
-                break;
-            }
-            if let Some((name, value)) = header.split_once(':') {
-                let value = value.trim();
-                if name.eq_ignore_ascii_case("content-length") {
-                    length = value.parse().unwrap_or(0);
-                } else if name.eq_ignore_ascii_case("connection") && value.eq_ignore_ascii_case("close") {
-                    reusable = false;
-                }
-            }
-        }
-        let read = std::io::copy(&mut conn.by_ref().take(length), &mut std::io::sink())?;
-        if read < length {
-            return Err(eof());
-        }
-        Ok((status, reusable))
+        let r = crate::http_response::read(conn)?;
+        Ok((r.status, self.keepalive && r.reusable))
     }
 }
 

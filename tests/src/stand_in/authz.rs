@@ -11,7 +11,7 @@
 
 use anyhow::{bail, Context as _, Result};
 use std::{
-    io::{BufRead, BufReader, Read, Write},
+    io::{BufRead, BufReader, Write},
     net::{SocketAddr, TcpStream},
     sync::Mutex,
     time::Duration,
@@ -95,45 +95,19 @@ impl Authz {
         conn.get_mut()
             .write_all(format!("{head}{body}").as_bytes())
             .map_err(|e| Failed::BeforeAnswer(e.to_string()))?;
-        let mut line = String::new();
-        match conn.read_line(&mut line) {
-            Ok(0) => return Err(Failed::BeforeAnswer("closed before an answer".into())),
+        // Nothing back on this connection yet: a kept one may have died.
+        match conn.fill_buf() {
+            Ok([]) => return Err(Failed::BeforeAnswer("closed before an answer".into())),
             Err(e) => return Err(Failed::BeforeAnswer(e.to_string())),
             Ok(_) => {}
         }
-        let status = line.split_whitespace().nth(1).unwrap_or_default().to_string();
-        let (mut length, mut keep) = (0usize, true);
-        loop {
-            line.clear();
-            if conn
-                .read_line(&mut line)
-                .map_err(|e| Failed::During(e.to_string()))?
-                == 0
-            {
-                return Err(Failed::During("closed in the answer's head".into()));
-            }
-            let h = line.trim_end();
-            if h.is_empty() {
-                break;
-            }
-            if let Some((n, v)) = h.split_once(':') {
-                let v = v.trim();
-                if n.eq_ignore_ascii_case("content-length") {
-                    length = v.parse().unwrap_or(0);
-                } else if n.eq_ignore_ascii_case("connection") && v.eq_ignore_ascii_case("close") {
-                    keep = false;
-                }
-            }
-        }
-        let mut answer = vec![0u8; length];
-        conn.read_exact(&mut answer)
-            .map_err(|e| Failed::During(e.to_string()))?;
-        if status != "200" {
-            return Err(Failed::During(format!("the engine answered {status}")));
+        let answer = crate::http_response::read(&mut conn).map_err(|e| Failed::During(e.to_string()))?;
+        if answer.status != 200 {
+            return Err(Failed::During(format!("the engine answered {}", answer.status)));
         }
         let v: serde_json::Value =
-            serde_json::from_slice(&answer).map_err(|e| Failed::During(format!("its answer: {e}")))?;
-        if keep {
+            serde_json::from_slice(&answer.body).map_err(|e| Failed::During(format!("its answer: {e}")))?;
+        if answer.reusable {
             let mut idle = self.idle.lock().unwrap();
             if idle.len() < KEEP {
                 idle.push(conn);
