@@ -62,12 +62,8 @@ impl Hello {
     /// The format a giver of this build answers in: the newest both read;
     /// `None` when they share none.
     pub fn format(&self) -> Option<u32> {
-        let theirs = self.reads.unwrap_or(self.version).max(self.version);
-        let f = theirs.min(VERSION);
-        (OLDEST..=VERSION)
-            .contains(&f)
-            .then_some(f)
-            .filter(|f| *f >= self.version)
+        let f = self.reads.unwrap_or(self.version).min(VERSION);
+        (f >= self.version && f >= OLDEST).then_some(f)
     }
 }
 

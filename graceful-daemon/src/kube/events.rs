@@ -11,12 +11,8 @@
 //! failure is logged and returned, never retried (an Event is a courtesy;
 //! the log line beside it is the record).
 
-use std::{
-    sync::{Arc, Mutex},
-    time::Duration,
-};
+use std::{sync::Arc, time::Duration};
 
-use crate::sync;
 use k8s_openapi::{
     api::core::v1::{Event, EventSource, ObjectReference},
     apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time},
@@ -51,7 +47,9 @@ pub enum EventError {
 /// Posts Events; cheap to clone. Has a client once the watch made one.
 #[derive(Clone)]
 pub struct EventPoster {
-    client: Arc<Mutex<Option<Client>>>,
+    /// Set once the watch has reached the API; a post made before can
+    /// wait for it ([`EventPoster::post_once_connected`]).
+    client: Arc<tokio::sync::watch::Sender<Option<Client>>>,
     node: String,
     timeout: Duration,
     /// Posts started by [`EventPoster::post_later`] and not yet done.
@@ -70,7 +68,7 @@ impl Drop for Pending {
 impl EventPoster {
     pub fn new(node: String, timeout: Duration) -> Self {
         Self {
-            client: Arc::default(),
+            client: Arc::new(tokio::sync::watch::Sender::new(None)),
             node,
             timeout,
             pending: Arc::default(),
@@ -101,17 +99,15 @@ impl EventPoster {
         within: Duration,
     ) {
         let me = self.clone();
+        let mut connected = self.client.subscribe();
         tokio::spawn(async move {
-            let deadline = tokio::time::Instant::now() + within;
-            while sync::lock(&me.client).is_none() {
-                if tokio::time::Instant::now() >= deadline {
-                    return warn!(
-                        pod = %format!("{}/{}", pod.namespace, pod.name),
-                        reason,
-                        "cannot post the Kubernetes Event: the API was not reached within {within:?} (the log line is the record)"
-                    );
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
+            let reached = tokio::time::timeout(within, connected.wait_for(Option::is_some)).await;
+            if !matches!(reached, Ok(Ok(_))) {
+                return warn!(
+                    pod = %format!("{}/{}", pod.namespace, pod.name),
+                    reason,
+                    "cannot post the Kubernetes Event: the API was not reached within {within:?} (the log line is the record)"
+                );
             }
             me.post_later(pod, reason, message, warning);
         });
@@ -131,7 +127,7 @@ impl EventPoster {
     }
 
     pub(crate) fn set_client(&self, c: Client) {
-        *sync::lock(&self.client) = Some(c);
+        self.client.send_replace(Some(c));
     }
 
     /// Posts one Event on `pod`: `reason` (UpperCamelCase), a one-line
@@ -145,7 +141,7 @@ impl EventPoster {
         warning: bool,
     ) -> Result<(), EventError> {
         let post = async {
-            let client = sync::lock(&self.client).clone().ok_or(EventError::NotConnected)?;
+            let client = self.client.borrow().clone().ok_or(EventError::NotConnected)?;
             let ev = build_event(pod, reason, message, warning, &self.node, Timestamp::now());
             let api: Api<Event> = Api::namespaced(client, &pod.namespace);
             match tokio::time::timeout(self.timeout, api.create(&PostParams::default(), &ev)).await {
