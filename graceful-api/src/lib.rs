@@ -27,6 +27,13 @@ pub const SETTINGS: [&str; 9] = [
     "ignore-peers",
 ];
 
+/// The abstract unix socket the agent binds in the network namespace of a
+/// pod annotated `graceful.dev/gate: socket`, named without its leading
+/// NUL. `graceful-wait --socket @graceful.dev/gate` reaches it from any
+/// container of that pod, with no hostPath: an abstract socket belongs to
+/// a network namespace, not to a filesystem.
+pub const POD_SOCKET: &str = "graceful.dev/gate";
+
 /// Largest request body the gate accepts.
 pub const MAX_BODY: usize = 64 * 1024;
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 pub const USAGE: &str =
     "usage: graceful-wait [--policy drained|quiet] [--scope pod|container] [--min D] [--max D] \
 [--settle D] [--quiet D] [--after-containers a,b] [--ignore-ports 9090,15020] \
-[--ignore-peers node,10.0.0.0/8] [--socket PATH] [--connect-timeout D] [--fallback-sleep D]";
+[--ignore-peers node,10.0.0.0/8] [--socket PATH|@NAME] [--connect-timeout D] [--fallback-sleep D]";
 
 /// The hook's flags. The drain settings are optional: what a flag leaves
 /// out, the agent takes from the pod's annotations (which also override

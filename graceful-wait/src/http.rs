@@ -18,14 +18,24 @@ enum Body<R> {
 }
 
 /// Connects, retrying until `timeout` (the agent may be restarting).
+/// A path that starts with `@` names an abstract socket: the one the agent
+/// binds in the pod's own network namespace (`graceful.dev/gate: socket`).
 pub fn connect(path: &str, timeout: Duration) -> io::Result<UnixStream> {
     let deadline = std::time::Instant::now() + timeout;
     loop {
-        match UnixStream::connect(path) {
+        match open(path) {
             Ok(s) => return Ok(s),
             Err(e) if std::time::Instant::now() >= deadline => return Err(e),
             Err(_) => std::thread::sleep(Duration::from_millis(100)),
         }
+    }
+}
+
+fn open(path: &str) -> io::Result<UnixStream> {
+    use std::os::{linux::net::SocketAddrExt as _, unix::net::SocketAddr};
+    match path.strip_prefix('@') {
+        Some(name) => UnixStream::connect_addr(&SocketAddr::from_abstract_name(name)?),
+        None => UnixStream::connect(path),
     }
 }
 
