@@ -10,19 +10,36 @@ use std::{
 
 use serde_json::Value;
 
-use crate::{agent::Agent, cgroup::Cgroup, peer::place};
+use crate::{agent::Agent, cgroup::Cgroup, netns::NetNs, peer::place};
 
 /// Starts `graceful-wait` (the copy the agent placed in its gate dir) in `cg`.
 pub fn hook(agent: &Agent, cg: &Cgroup, args: &[&str]) -> Child {
+    hook_at(agent, cg, None, &agent.gate_sock().display().to_string(), args)
+}
+
+/// The socket gate's address, as a pod's hook names it.
+pub fn pod_socket() -> String {
+    format!("@{}", graceful_api::POD_SOCKET)
+}
+
+/// Starts `graceful-wait` in `cg`, inside `ns` if given, asking the gate
+/// at `socket` (a path, or `@name` for an abstract socket).
+pub fn hook_at(agent: &Agent, cg: &Cgroup, ns: Option<&NetNs>, socket: &str, args: &[&str]) -> Child {
     let bin = agent.gate_dir.as_ref().unwrap().join("graceful-wait");
     let mut cmd = Command::new(&bin);
     cmd.args(args)
         .arg("--socket")
-        .arg(agent.gate_sock())
+        .arg(socket)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    place(&mut cmd, cg, None);
+    place(&mut cmd, cg, ns);
     cmd.spawn().unwrap_or_else(|e| panic!("{}: {e}", bin.display()))
+}
+
+/// Whether an abstract unix socket named `name` (with its `@`) listens in
+/// `ns`, as `ss` sees it.
+pub fn abstract_listening(ns: &NetNs, name: &str) -> bool {
+    ns.exec("ss", &["-Hxl"]).split_whitespace().any(|w| w == name)
 }
 
 /// Waits until the agent holds `n` drains (asking its local API), so what

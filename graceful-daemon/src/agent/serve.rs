@@ -189,7 +189,7 @@ pub async fn serve(
             &registry,
             inherited
                 .as_mut()
-                .map(|i| std::mem::take(&mut i.http))
+                .map(|i| std::mem::take(&mut i.pod_gates))
                 .unwrap_or_default(),
         )
     });
@@ -320,9 +320,9 @@ fn start_http_gate(
     drainer: &Arc<Drainer>,
     shares: &Arc<Shares>,
     registry: &Arc<Registry>,
-    inherited: Vec<handover::take::HttpListener>,
+    inherited: Vec<handover::take::PodListener>,
 ) -> Option<HttpGate> {
-    info!(node_addresses = ?node.current(), "httpGet gate on: pods opt in with graceful.dev/gate: http");
+    info!(node_addresses = ?node.current(), "pods' own gates on: pods opt in with graceful.dev/gate: http (httpGet) or socket");
     let ctx = Arc::new(Ctx {
         drainer: drainer.clone(),
         shares: shares.clone(),

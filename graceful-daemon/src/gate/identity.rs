@@ -23,6 +23,10 @@ pub enum IdentityError {
     Internal { pid: i32, error: String },
     #[error("caller pid {pid} (cgroup {path}) is not in a Kubernetes pod: the gate serves only pods' own preStop hooks")]
     NotAPod { pid: i32, path: String },
+    /// On a pod's socket gate: a process of another pod (which only a
+    /// process that entered this pod's network namespace can be).
+    #[error("caller pid {pid} is of pod {pod}: this socket gate serves only pod {gate}'s own hooks")]
+    OtherPod { pid: i32, pod: String, gate: String },
 }
 
 impl IdentityError {
@@ -31,6 +35,7 @@ impl IdentityError {
     pub fn share_key(&self) -> String {
         match self {
             IdentityError::NotAPod { path, .. } => path.clone(),
+            IdentityError::OtherPod { pod, .. } => pod.clone(),
             IdentityError::NoPid => "(no pid)".into(),
             IdentityError::Gone(_) => "(vanished)".into(),
             IdentityError::Internal { .. } => "(unidentified)".into(),

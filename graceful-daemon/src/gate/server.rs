@@ -12,7 +12,7 @@ use bytes::Bytes;
 use graceful_api::{clip, MAX_ECHO};
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
-use tokio::net::UnixListener;
+use tokio::net::{UnixListener, UnixStream};
 use tracing::{debug, error, info, warn};
 
 use super::{
@@ -75,58 +75,107 @@ pub async fn serve(
                 continue;
             }
         };
-        let pid = stream.peer_cred().ok().and_then(|c| c.pid());
-        let who = identify(pid);
-        let key = match &who {
-            Ok(c) => c.pod.clone(),
-            Err(e @ IdentityError::Internal { .. }) => {
-                warn!(error = %e, "gate: cannot identify a caller");
-                drainer.metrics.error("gate_identify");
-                http_conn::answer_now(&stream, StatusCode::SERVICE_UNAVAILABLE, &e.to_string());
-                continue;
-            }
-            Err(e) => e.share_key(),
-        };
-        let ticket = match shares.connect(&key) {
-            Ok(t) => t,
-            Err(busy) => {
-                let status = busy.status();
-                debug!(error = %busy, "gate: refused a connection past its share");
-                drainer.metrics.error(if status == StatusCode::TOO_MANY_REQUESTS {
-                    "gate_caller_limit"
-                } else {
-                    "gate_full"
-                });
-                http_conn::answer_now(&stream, status, &busy.to_string());
-                continue;
-            }
-        };
-        // Its place in a handover: admitted until its drain is held, and a
-        // descriptor of its own to hand over while it is.
-        let admission = registry.admit();
-        let conn = match stream.as_fd().try_clone_to_owned() {
-            Ok(fd) => Some(Arc::new(fd)),
-            Err(e) => {
-                warn!(error = %e, "gate: cannot keep a descriptor of a connection; its drain cannot be handed over");
-                None
-            }
-        };
-        let (drainer, shares, registry) = (drainer.clone(), shares.clone(), registry.clone());
-        tokio::spawn(async move {
-            let a = admission.clone();
-            http_conn::serve(stream, "gate", move |req| {
-                let conn = Conn {
-                    fd: conn.clone(),
-                    registry: registry.clone(),
-                    admission: a.clone(),
-                };
-                handle(drainer.clone(), shares.clone(), who.clone(), conn, req)
-            })
-            .await;
-            drop(admission);
-            drop(ticket);
-        });
+        take(stream, None, &drainer, &shares, &registry);
     }
+}
+
+/// Serves one pod's socket gate (`graceful.dev/gate: socket`): the
+/// abstract socket bound in its network namespace, which only its own
+/// processes can reach. Its callers are identified and served as on the
+/// node's gate socket (SO_PEERCRED, then the pod's cgroups), and a caller
+/// that is not pod `uid`'s own process is refused; like it, it accepts
+/// nothing while a handover runs.
+pub async fn serve_pod(
+    listener: UnixListener,
+    uid: String,
+    drainer: Arc<Drainer>,
+    shares: Arc<Shares>,
+    registry: Arc<Registry>,
+) {
+    let mut accepting = registry.accepting();
+    loop {
+        let on = *accepting.borrow_and_update();
+        tokio::select! {
+            _ = accepting.changed() => {}
+            accepted = listener.accept(), if on => match accepted {
+                Ok((s, _)) => take(s, Some(&uid), &drainer, &shares, &registry),
+                Err(e) => {
+                    warn!(error = %e, "socket gate accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+        }
+    }
+}
+
+/// One connection accepted: identified (on a pod's socket gate, as that
+/// pod's: `only`), admitted within its caller's share, and served on a
+/// task of its own.
+fn take(
+    stream: UnixStream,
+    only: Option<&str>,
+    drainer: &Arc<Drainer>,
+    shares: &Arc<Shares>,
+    registry: &Arc<Registry>,
+) {
+    let pid = stream.peer_cred().ok().and_then(|c| c.pid());
+    let who = match (identify(pid), only) {
+        (Ok(c), Some(uid)) if c.pod != uid => Err(IdentityError::OtherPod {
+            pid: c.pid,
+            pod: c.pod,
+            gate: uid.to_string(),
+        }),
+        (who, _) => who,
+    };
+    let key = match &who {
+        Ok(c) => c.pod.clone(),
+        Err(e @ IdentityError::Internal { .. }) => {
+            warn!(error = %e, "gate: cannot identify a caller");
+            drainer.metrics.error("gate_identify");
+            http_conn::answer_now(&stream, StatusCode::SERVICE_UNAVAILABLE, &e.to_string());
+            return;
+        }
+        Err(e) => e.share_key(),
+    };
+    let ticket = match shares.connect(&key) {
+        Ok(t) => t,
+        Err(busy) => {
+            let status = busy.status();
+            debug!(error = %busy, "gate: refused a connection past its share");
+            drainer.metrics.error(if status == StatusCode::TOO_MANY_REQUESTS {
+                "gate_caller_limit"
+            } else {
+                "gate_full"
+            });
+            http_conn::answer_now(&stream, status, &busy.to_string());
+            return;
+        }
+    };
+    // Its place in a handover: admitted until its drain is held, and a
+    // descriptor of its own to hand over while it is.
+    let admission = registry.admit();
+    let conn = match stream.as_fd().try_clone_to_owned() {
+        Ok(fd) => Some(Arc::new(fd)),
+        Err(e) => {
+            warn!(error = %e, "gate: cannot keep a descriptor of a connection; its drain cannot be handed over");
+            None
+        }
+    };
+    let (drainer, shares, registry) = (drainer.clone(), shares.clone(), registry.clone());
+    tokio::spawn(async move {
+        let a = admission.clone();
+        http_conn::serve(stream, "gate", move |req| {
+            let conn = Conn {
+                fd: conn.clone(),
+                registry: registry.clone(),
+                admission: a.clone(),
+            };
+            handle(drainer.clone(), shares.clone(), who.clone(), conn, req)
+        })
+        .await;
+        drop(admission);
+        drop(ticket);
+    });
 }
 
 /// How often the gate looks at its socket's path.

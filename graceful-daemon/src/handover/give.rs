@@ -122,7 +122,18 @@ fn give(
     let format = h.format().ok_or(wire::WireError::Version { got: h.version })?;
     info!(taker = pid, agent = %h.agent, "handover: a successor asks; pausing the gates");
 
-    let (items, cut) = rt.block_on(registry.freeze(SETTLE)).map_err(io("snapshot"))?;
+    let (mut items, cut) = rt.block_on(registry.freeze(SETTLE)).map_err(io("snapshot"))?;
+    // What the taker's format has no record for stays here, and closes
+    // with this agent: an older release has no socket gate to serve it.
+    let older = items.len();
+    items.retain(|i| i.record.since() <= format);
+    if items.len() < older {
+        warn!(
+            left = older - items.len(),
+            format,
+            "handover: the successor reads an older format, with no socket gate: those pods' gates close with this agent (their hooks fail open)"
+        );
+    }
     let paused_ns = graceful_common::clock::monotonic_ns();
     if cut > 0 {
         warn!(connections = cut, "handover: connections still sending their request at the pause are cut (graceful-wait reconnects)");
@@ -157,15 +168,7 @@ fn give(
     })();
     match sent {
         Ok(v) if v.taken => {
-            let hooks = items
-                .iter()
-                .filter(|i| {
-                    !matches!(
-                        i.record,
-                        wire::Record::GateListener { .. } | wire::Record::HttpListener { .. }
-                    )
-                })
-                .count();
+            let hooks = items.iter().filter(|i| !i.record.is_listener()).count();
             info!(
                 taker = pid,
                 hooks,

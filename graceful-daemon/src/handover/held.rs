@@ -25,7 +25,7 @@ use tokio::sync::watch;
 
 use graceful_api::Point;
 
-use super::wire::Record;
+use super::wire::{Endpoint, Record};
 use crate::sync;
 
 /// A socket's identity in every process that holds it: its first
@@ -114,8 +114,8 @@ impl Default for Registry {
     }
 }
 
-/// The key of a pod's httpGet listener.
-fn http_key(uid: &str) -> String {
+/// The key of a pod's own gate (one per pod: httpGet or socket).
+fn pod_key(uid: &str) -> String {
     format!("http/{uid}")
 }
 
@@ -171,27 +171,29 @@ impl Registry {
         self.put_listener(GATE_KEY.into(), record, &[fd])
     }
 
-    /// Pod `uid`'s httpGet listener on `port`, in namespace `netns`.
-    pub fn http_listener(
+    /// Pod `uid`'s own gate at `at` (its httpGet listener, or its socket
+    /// gate), in namespace `netns`.
+    pub fn pod_listener(
         &self,
         uid: &str,
         pod: &str,
-        port: u16,
+        at: Endpoint,
         listener: BorrowedFd<'_>,
         netns: BorrowedFd<'_>,
     ) -> std::io::Result<()> {
-        let record = Record::HttpListener {
-            uid: uid.into(),
-            pod: pod.into(),
-            port,
+        let key = pod_key(uid);
+        let (uid, pod) = (uid.to_string(), pod.to_string());
+        let record = match at {
+            Endpoint::Port(port) => Record::HttpListener { uid, pod, port },
+            Endpoint::Socket => Record::PodSocket { uid, pod },
         };
-        self.put_listener(http_key(uid), record, &[listener, netns])
+        self.put_listener(key, record, &[listener, netns])
     }
 
-    /// Pod `uid`'s httpGet listener closed.
-    pub fn http_closed(&self, uid: &str) {
+    /// Pod `uid`'s own gate closed.
+    pub fn pod_listener_closed(&self, uid: &str) {
         let mut g = sync::lock(&self.inner);
-        let gone = g.listeners.remove(&http_key(uid));
+        let gone = g.listeners.remove(&pod_key(uid));
         self.withdraw(gone);
     }
 

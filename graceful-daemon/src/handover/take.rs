@@ -12,7 +12,7 @@ use tracing::info;
 use super::{
     fds::{self, Channel},
     peer,
-    wire::{self, Done, ExecHook, Hello, HttpHook, Offer, Record, Verdict, WireError, OLDEST},
+    wire::{self, Done, Endpoint, ExecHook, Hello, HttpHook, Offer, Record, Verdict, WireError, OLDEST},
 };
 use crate::{adopt::netns::NetNs, bpf::paths::PinDir};
 
@@ -20,7 +20,8 @@ use crate::{adopt::netns::NetNs, bpf::paths::PinDir};
 #[derive(Default)]
 pub struct Inherited {
     pub gate: Option<OwnedFd>,
-    pub http: Vec<HttpListener>,
+    /// Each pod's own gate: its httpGet listener or its socket gate.
+    pub pod_gates: Vec<PodListener>,
     pub exec_hooks: Vec<(ExecHook, OwnedFd)>,
     pub http_hooks: Vec<(HttpHook, OwnedFd)>,
     /// When the giver stopped accepting (CLOCK_MONOTONIC ns).
@@ -31,9 +32,9 @@ pub struct Inherited {
 }
 
 impl Inherited {
-    /// How many listeners (the gate's, each pod's httpGet) it holds.
+    /// How many listeners (the gate's, each pod's own) it holds.
     pub fn listeners(&self) -> usize {
-        self.http.len() + usize::from(self.gate.is_some())
+        self.pod_gates.len() + usize::from(self.gate.is_some())
     }
 
     /// How many held hooks, exec and httpGet.
@@ -50,7 +51,7 @@ pub fn merge(kept: Option<Inherited>, handed: Option<Inherited>) -> Option<Inher
     match (kept, handed) {
         (Some(mut k), Some(h)) => {
             k.gate = h.gate.or(k.gate);
-            k.http.extend(h.http);
+            k.pod_gates.extend(h.pod_gates);
             k.exec_hooks.extend(h.exec_hooks);
             k.http_hooks.extend(h.http_hooks);
             k.paused_ns = k.paused_ns.min(h.paused_ns);
@@ -61,13 +62,34 @@ pub fn merge(kept: Option<Inherited>, handed: Option<Inherited>) -> Option<Inher
     }
 }
 
-/// A pod's httpGet listener, with its namespace.
-pub struct HttpListener {
+/// A pod's own gate (its httpGet listener or its socket gate), with its
+/// namespace.
+pub struct PodListener {
     pub uid: String,
     pub pod: String,
-    pub port: u16,
+    pub at: Endpoint,
     pub listener: OwnedFd,
     pub netns: NetNs,
+}
+
+impl PodListener {
+    fn new(
+        uid: String,
+        pod: String,
+        at: Endpoint,
+        listener: OwnedFd,
+        ns: OwnedFd,
+    ) -> Result<PodListener, TakeError> {
+        let netns = NetNs::open(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&ns)))
+            .map_err(TakeError::Netns)?;
+        Ok(PodListener {
+            uid,
+            pod,
+            at,
+            listener,
+            netns,
+        })
+    }
 }
 
 /// Why nothing was taken.
@@ -194,20 +216,14 @@ pub fn receive(chan: &Channel) -> Result<Inherited, TakeError> {
         match record {
             Record::GateListener { .. } => got.gate = Some(next()),
             Record::HttpListener { uid, pod, port } => {
-                let listener = next();
-                let ns_fd = next();
-                let netns = NetNs::open(format!(
-                    "/proc/self/fd/{}",
-                    std::os::fd::AsRawFd::as_raw_fd(&ns_fd)
-                ))
-                .map_err(TakeError::Netns)?;
-                got.http.push(HttpListener {
-                    uid,
-                    pod,
-                    port,
-                    listener,
-                    netns,
-                });
+                let (listener, ns) = (next(), next());
+                got.pod_gates
+                    .push(PodListener::new(uid, pod, Endpoint::Port(port), listener, ns)?);
+            }
+            Record::PodSocket { uid, pod } => {
+                let (listener, ns) = (next(), next());
+                got.pod_gates
+                    .push(PodListener::new(uid, pod, Endpoint::Socket, listener, ns)?);
             }
             Record::ExecHook(h) => got.exec_hooks.push((h, next())),
             Record::HttpHook(h) => got.http_hooks.push((h, next())),

@@ -8,7 +8,9 @@
 //! answers [`Verdict`]. Every frame carries its format's version.
 //!
 //! Formats: 1 carried each held hook's request; 2 adds what its drain's
-//! report has so far ([`ExecHook::progress`]). A taker reads every format
+//! report has so far ([`ExecHook::progress`]); 3 adds a pod's socket gate
+//! ([`Record::PodSocket`]), which a giver leaves out for an older taker
+//! (that release has no socket gate: those pods' hooks fail open there). A taker reads every format
 //! from [`OLDEST`] to [`VERSION`]: its hello is written in format 1 (the
 //! only one an agent of format 1 reads) and says the newest it reads
 //! ([`Hello::reads`]); the giver writes the newest both read, so either
@@ -23,7 +25,7 @@ use graceful_api::{Point, Resumed};
 use serde::{Deserialize, Serialize};
 
 /// The newest format this agent writes and reads.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 /// The oldest format it still reads (and writes, to a taker that reads
 /// no newer).
 pub const OLDEST: u32 = 1;
@@ -90,6 +92,10 @@ pub enum Record {
     /// One pod's httpGet gate. Descriptors: the listener, then the pod's
     /// network namespace.
     HttpListener { uid: String, pod: String, port: u16 },
+    /// One pod's socket gate: the abstract unix socket bound in its
+    /// network namespace (format 3). Descriptors: the listener, then the
+    /// pod's network namespace.
+    PodSocket { uid: String, pod: String },
     /// An exec hook waiting on the gate (`graceful-wait`). The response's
     /// head and its first lines are written: what follows is chunks of
     /// NDJSON. Descriptors: the connection.
@@ -138,9 +144,25 @@ impl Record {
     /// How many descriptors travel with this record.
     pub fn fds(&self) -> usize {
         match self {
-            Record::HttpListener { .. } => 2,
+            Record::HttpListener { .. } | Record::PodSocket { .. } => 2,
             _ => 1,
         }
+    }
+
+    /// The oldest format that has this record.
+    pub fn since(&self) -> u32 {
+        match self {
+            Record::PodSocket { .. } => 3,
+            _ => 1,
+        }
+    }
+
+    /// Whether it is a listener (not a held hook).
+    pub fn is_listener(&self) -> bool {
+        matches!(
+            self,
+            Record::GateListener { .. } | Record::HttpListener { .. } | Record::PodSocket { .. }
+        )
     }
 
     /// The record as format `format` writes it: format 1 has no progress.
@@ -184,8 +206,27 @@ impl Record {
         match self {
             Record::GateListener { .. } => "gate listener",
             Record::HttpListener { .. } => "httpGet listener",
+            Record::PodSocket { .. } => "pod socket gate",
             Record::ExecHook(_) => "exec hook",
             Record::HttpHook(_) => "httpGet hook",
+        }
+    }
+}
+
+/// Where a pod's own gate listens, inside its network namespace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Endpoint {
+    /// The httpGet gate, on this TCP port.
+    Port(u16),
+    /// The socket gate, [`graceful_api::POD_SOCKET`].
+    Socket,
+}
+
+impl std::fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Endpoint::Port(p) => write!(f, "port {p}"),
+            Endpoint::Socket => write!(f, "@{}", graceful_api::POD_SOCKET),
         }
     }
 }
@@ -281,6 +322,14 @@ pub fn decode<T: for<'de> Deserialize<'de> + Versioned>(bytes: &[u8]) -> Result<
 /// A record frame and its descriptors, checked to match.
 pub fn decode_record(bytes: &[u8], fds: usize) -> Result<Record, WireError> {
     let f: RecordFrame = decode(bytes)?;
+    if f.record.since() > f.version {
+        return Err(WireError::Json(format!(
+            "a {} in a frame of format {}: it came with format {}",
+            f.record.what(),
+            f.version,
+            f.record.since()
+        )));
+    }
     if f.record.fds() != fds {
         return Err(WireError::Fds {
             what: f.record.what(),

@@ -1,10 +1,14 @@
-//! A listening socket bound inside a pod's network namespace, on every
-//! address of it: IPv6 and IPv4 on one dual-stack socket, or IPv4 alone
-//! where the namespace has no IPv6.
+//! A listening socket bound inside a pod's network namespace: the httpGet
+//! gate's on every address of it (IPv6 and IPv4 on one dual-stack socket,
+//! or IPv4 alone where the namespace has no IPv6), or the socket gate's
+//! abstract unix socket, [`graceful_api::POD_SOCKET`].
 
-use std::{io, net::TcpListener};
+use std::{io, net::TcpListener, os::unix::net::UnixListener};
 
-use crate::adopt::netns::{run_in, NetNs};
+use crate::{
+    adopt::netns::{run_in, NetNs},
+    handover::wire::Endpoint,
+};
 
 /// Why a listener could not be bound.
 #[derive(Debug, thiserror::Error)]
@@ -12,9 +16,12 @@ pub enum BindError {
     /// Something in the pod listens on the port already.
     #[error("port {0} is taken in the pod's network namespace: set graceful.dev/gate-port to a port nothing in the pod uses")]
     Taken(u16),
-    #[error("cannot listen on port {port} in the pod's network namespace ({origin}): {source}")]
+    /// Something in the pod has bound the socket gate's name already.
+    #[error("@{} is bound already in the pod's network namespace, by something not this agent: use graceful.dev/gate: http for this pod", graceful_api::POD_SOCKET)]
+    NameTaken,
+    #[error("cannot listen on {at} in the pod's network namespace ({origin}): {source}")]
     Other {
-        port: u16,
+        at: Endpoint,
         origin: String,
         source: io::Error,
     },
@@ -25,7 +32,7 @@ pub enum BindError {
 /// agent, to the agent's cgroup, never the pod's). Non-blocking, for tokio.
 pub fn listen_in(ns: &NetNs, port: u16) -> Result<TcpListener, BindError> {
     let other = |source: io::Error| BindError::Other {
-        port,
+        at: Endpoint::Port(port),
         origin: ns.origin.display().to_string(),
         source,
     };
@@ -41,6 +48,29 @@ pub fn listen_in(ns: &NetNs, port: u16) -> Result<TcpListener, BindError> {
     .map_err(other)?;
     let listener = bound.map_err(|e| match e.kind() {
         io::ErrorKind::AddrInUse => BindError::Taken(port),
+        _ => other(e),
+    })?;
+    listener.set_nonblocking(true).map_err(other)?;
+    Ok(listener)
+}
+
+/// Binds the socket gate, [`graceful_api::POD_SOCKET`], in `ns`: an
+/// abstract unix socket, so it belongs to the namespace (any process of
+/// the pod may connect; who it is comes from SO_PEERCRED), leaves nothing
+/// on a filesystem, and goes with the namespace. Non-blocking, for tokio.
+pub fn socket_in(ns: &NetNs) -> Result<UnixListener, BindError> {
+    use std::os::{linux::net::SocketAddrExt as _, unix::net::SocketAddr};
+    let other = |source: io::Error| BindError::Other {
+        at: Endpoint::Socket,
+        origin: ns.origin.display().to_string(),
+        source,
+    };
+    let bound = run_in(ns, || {
+        UnixListener::bind_addr(&SocketAddr::from_abstract_name(graceful_api::POD_SOCKET)?)
+    })
+    .map_err(other)?;
+    let listener = bound.map_err(|e| match e.kind() {
+        io::ErrorKind::AddrInUse => BindError::NameTaken,
         _ => other(e),
     })?;
     listener.set_nonblocking(true).map_err(other)?;

@@ -32,7 +32,7 @@ use super::{
 };
 use crate::{
     cgroupfs::Hierarchy,
-    handover::take::HttpListener,
+    handover::{take::PodListener, wire::Endpoint},
     kube::{EventPoster, PodEvent, PodInfo, PodRef, PodStore},
     resolver::index::{Change, PodIndex},
     sync,
@@ -51,7 +51,7 @@ pub struct Gates {
     listening: Arc<AtomicUsize>,
     /// Listeners the previous agent handed over, by pod uid, until each
     /// pod's first pass takes its own (or drops it: the pod is gone).
-    inherited: Mutex<HashMap<String, HttpListener>>,
+    inherited: Mutex<HashMap<String, PodListener>>,
 }
 
 #[derive(Default)]
@@ -65,7 +65,7 @@ struct State {
 
 /// An open listener; its task (and every connection of it) ends on drop.
 struct Open {
-    port: u16,
+    at: Endpoint,
     netns: (u64, u64),
     task: JoinHandle<()>,
 }
@@ -106,17 +106,15 @@ impl Gates {
     /// waiting in it until its pass serves it, so no hook is refused.
     /// Each is registered at once (a handover or a keeper carries it on
     /// before its pass), and let go of in the registry if it is not served.
-    pub fn inherit(&self, listeners: Vec<HttpListener>) {
+    pub fn inherit(&self, listeners: Vec<PodListener>) {
         let mut inh = sync::lock(&self.inherited);
         for l in listeners {
-            if let Err(e) = self.ctx.registry.http_listener(
-                &l.uid,
-                &l.pod,
-                l.port,
-                l.listener.as_fd(),
-                l.netns.fd.as_fd(),
-            ) {
-                warn!(pod = %l.pod, error = %e, "httpGet gate: a handover would not carry this listener");
+            if let Err(e) =
+                self.ctx
+                    .registry
+                    .pod_listener(&l.uid, &l.pod, l.at, l.listener.as_fd(), l.netns.fd.as_fd())
+            {
+                warn!(pod = %l.pod, error = %e, "{}: a handover would not carry this listener", gate_name(l.at));
             }
             inh.insert(l.uid.clone(), l);
         }
@@ -125,7 +123,7 @@ impl Gates {
     /// Drops pod `uid`'s handed-over listener, if it waits unserved.
     fn drop_inherited(&self, uid: &str) {
         if sync::lock(&self.inherited).remove(uid).is_some() {
-            self.ctx.registry.http_closed(uid);
+            self.ctx.registry.pod_listener_closed(uid);
         }
     }
 
@@ -193,8 +191,8 @@ impl Gates {
     fn reconcile(&self, uid: &str) {
         let pod = self.store.get(uid);
         let want = pod.as_deref().map(optin::want).unwrap_or(Want::Nothing);
-        let port = match (want, &pod) {
-            (Want::Port(p), Some(_)) => p,
+        let at = match (want, &pod) {
+            (Want::Listen(at), Some(_)) => at,
             (Want::Refused(why), Some(pod)) => {
                 self.close(uid, "refused");
                 self.drop_inherited(uid);
@@ -229,81 +227,76 @@ impl Gates {
         {
             let st = sync::lock(&self.state);
             if let Some(o) = st.open.get(uid) {
-                if o.port == port && o.netns == (ns.dev, ns.inode) {
+                if o.at == at && o.netns == (ns.dev, ns.inode) {
                     return;
                 }
             }
         }
-        self.close(uid, "its port or network namespace changed");
+        self.close(uid, "its endpoint or network namespace changed");
         let inherited = sync::lock(&self.inherited).remove(uid);
         let inherited = match inherited {
-            Some(h) if h.port == port && (h.netns.dev, h.netns.inode) == (ns.dev, ns.inode) => Some(h),
+            Some(h) if h.at == at && (h.netns.dev, h.netns.inode) == (ns.dev, ns.inode) => Some(h),
             Some(_) => {
                 // Bound anew below, and registered again then.
-                self.ctx.registry.http_closed(uid);
+                self.ctx.registry.pod_listener_closed(uid);
                 None
             }
             None => None,
         };
         let listener = match inherited {
             Some(h) => {
-                info!(pod = %pod.key(), uid, port, "httpGet gate: serving the listener handed over");
-                let l = std::net::TcpListener::from(h.listener);
-                match l.set_nonblocking(true) {
-                    Ok(()) => Ok(l),
-                    Err(e) => Err(BindError::Other {
-                        port,
-                        origin: "handover".into(),
-                        source: e,
-                    }),
-                }
+                info!(pod = %pod.key(), uid, at = %at, "{}: serving the listener handed over", gate_name(at));
+                Listener::inherited(at, h.listener).map_err(|source| BindError::Other {
+                    at,
+                    origin: "handover".into(),
+                    source,
+                })
             }
-            None => bind::listen_in(&ns, port),
+            None => Listener::bind(&ns, at),
         };
         let listener = match listener {
             Ok(l) => l,
-            Err(e @ BindError::Taken(_)) => return self.refuse(&pod, e.to_string()),
+            Err(e @ (BindError::Taken(_) | BindError::NameTaken)) => return self.refuse(&pod, e.to_string()),
             Err(e) => {
                 let msg = e.to_string();
                 let mut st = sync::lock(&self.state);
                 if st.failing.get(uid) != Some(&msg) {
-                    warn!(pod = %pod.key(), "httpGet gate: {msg}; trying again every {}s", SWEEP_EVERY.as_secs());
+                    warn!(pod = %pod.key(), "{}: {msg}; trying again every {}s", gate_name(at), SWEEP_EVERY.as_secs());
                     self.ctx.drainer.metrics.error("http_gate_bind");
                     st.failing.insert(uid.to_string(), msg);
                 }
                 return;
             }
         };
-        let listener = match tokio::net::TcpListener::from_std(listener) {
-            Ok(l) => l,
+        if let Err(e) = self
+            .ctx
+            .registry
+            .pod_listener(uid, &pod.key(), at, listener.as_fd(), ns.fd.as_fd())
+        {
+            warn!(pod = %pod.key(), error = %e, "{}: a handover would not carry this listener", gate_name(at));
+        }
+        info!(pod = %pod.key(), uid, at = %at, netns = ns.inode, "{} listening", gate_name(at));
+        let netns = (ns.dev, ns.inode);
+        let task = match listener.serve(uid, &pod.key(), ns, &self.ctx) {
+            Ok(t) => t,
             Err(e) => {
-                warn!(pod = %pod.key(), error = %e, "httpGet gate: cannot register its listener");
+                self.ctx.registry.pod_listener_closed(uid);
+                warn!(pod = %pod.key(), error = %e, "{}: cannot register its listener", gate_name(at));
                 return;
             }
         };
-        let netns = (ns.dev, ns.inode);
-        if let Err(e) =
-            self.ctx
-                .registry
-                .http_listener(uid, &pod.key(), port, listener.as_fd(), ns.fd.as_fd())
-        {
-            warn!(pod = %pod.key(), error = %e, "httpGet gate: a handover would not carry this listener");
-        }
-        info!(pod = %pod.key(), uid, port, netns = ns.inode, "httpGet gate listening");
-        let gate = Arc::new(Gate::new(uid.to_string(), pod.key(), port, ns));
-        let task = tokio::spawn(server::serve(listener, gate, self.ctx.clone()));
         let mut st = sync::lock(&self.state);
         st.refused.remove(uid);
         st.failing.remove(uid);
-        st.open.insert(uid.to_string(), Open { port, netns, task });
+        st.open.insert(uid.to_string(), Open { at, netns, task });
         self.listening.store(st.open.len(), Ordering::Relaxed);
     }
 
     fn close(&self, uid: &str, why: &str) {
         let mut st = sync::lock(&self.state);
         if let Some(o) = st.open.remove(uid) {
-            self.ctx.registry.http_closed(uid);
-            info!(uid, port = o.port, "httpGet gate closed: {why}");
+            self.ctx.registry.pod_listener_closed(uid);
+            info!(uid, at = %o.at, "{} closed: {why}", gate_name(o.at));
         }
         self.listening.store(st.open.len(), Ordering::Relaxed);
     }
@@ -314,7 +307,7 @@ impl Gates {
         if st.refused.get(&pod.uid) == Some(&why) {
             return;
         }
-        warn!(pod = %pod.key(), "httpGet gate refused: {why}");
+        warn!(pod = %pod.key(), "pod gate refused: {why}");
         self.ctx.drainer.metrics.error("http_gate_refused");
         st.refused.insert(pod.uid.clone(), why.clone());
         let poster = self.events.clone();
@@ -326,5 +319,75 @@ impl Gates {
         tokio::spawn(async move {
             let _ = poster.post_event(&pod, REFUSED_REASON, &why, true).await;
         });
+    }
+}
+
+/// For logs: which of a pod's gates.
+fn gate_name(at: Endpoint) -> &'static str {
+    match at {
+        Endpoint::Port(_) => "httpGet gate",
+        Endpoint::Socket => "socket gate",
+    }
+}
+
+/// A pod's listener, bound or handed over, before it is served.
+enum Listener {
+    Tcp(std::net::TcpListener),
+    Unix(std::os::unix::net::UnixListener),
+}
+
+impl Listener {
+    fn bind(ns: &crate::adopt::netns::NetNs, at: Endpoint) -> Result<Listener, BindError> {
+        match at {
+            Endpoint::Port(port) => bind::listen_in(ns, port).map(Listener::Tcp),
+            Endpoint::Socket => bind::socket_in(ns).map(Listener::Unix),
+        }
+    }
+
+    fn inherited(at: Endpoint, fd: std::os::fd::OwnedFd) -> std::io::Result<Listener> {
+        let l = match at {
+            Endpoint::Port(_) => Listener::Tcp(fd.into()),
+            Endpoint::Socket => Listener::Unix(fd.into()),
+        };
+        match &l {
+            Listener::Tcp(t) => t.set_nonblocking(true)?,
+            Listener::Unix(u) => u.set_nonblocking(true)?,
+        }
+        Ok(l)
+    }
+
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        match self {
+            Listener::Tcp(t) => t.as_fd(),
+            Listener::Unix(u) => u.as_fd(),
+        }
+    }
+
+    /// Its server, on a task of its own.
+    fn serve(
+        self,
+        uid: &str,
+        pod: &str,
+        ns: crate::adopt::netns::NetNs,
+        ctx: &Arc<Ctx>,
+    ) -> std::io::Result<JoinHandle<()>> {
+        Ok(match self {
+            Listener::Tcp(l) => {
+                let port = l.local_addr()?.port();
+                let l = tokio::net::TcpListener::from_std(l)?;
+                let gate = Arc::new(Gate::new(uid.to_string(), pod.to_string(), port, ns));
+                tokio::spawn(server::serve(l, gate, ctx.clone()))
+            }
+            Listener::Unix(l) => {
+                let l = tokio::net::UnixListener::from_std(l)?;
+                tokio::spawn(crate::gate::server::serve_pod(
+                    l,
+                    uid.to_string(),
+                    ctx.drainer.clone(),
+                    ctx.shares.clone(),
+                    ctx.registry.clone(),
+                ))
+            }
+        })
     }
 }

@@ -1,3 +1,6 @@
+//! A pod's own gate, inside its network namespace: the httpGet gate, or
+//! the socket gate.
+//!
 //! The httpGet gate: a drain gate with nothing in the pod. A pod annotated
 //! `graceful.dev/gate: http` gets a listening socket of the agent's inside
 //! its own network namespace, on `graceful.dev/gate-port` (default
@@ -8,9 +11,17 @@
 //! 200 with the report. With no agent nothing listens, the kubelet's
 //! connection is refused, and it sends SIGTERM at once: fail-open.
 //!
-//! - [`optin`]: which pods, on which port, and why one is refused;
+//! The socket gate: a pod annotated `graceful.dev/gate: socket` gets the
+//! abstract unix socket [`graceful_api::POD_SOCKET`] bound in its network
+//! namespace instead, served as the node's gate socket is
+//! ([`crate::gate::server::serve_pod`]): its exec hook, `graceful-wait`
+//! from an image volume of graceful's image, reaches it with no hostPath
+//! and no port (nothing for a mesh to capture).
+//!
+//! - [`optin`]: which pods, on which port (or the socket), and why one is
+//!   refused;
 //! - [`sandbox`]: a pod's network namespace, through its processes;
-//! - [`bind`]: a listener bound inside it;
+//! - [`bind`]: a listener (TCP, or the abstract socket) bound inside it;
 //! - [`gates`]: the listeners, opened and closed with their pods;
 //! - [`server`]: one listener's connections, and `GET /drain`; the only
 //!   peers it admits are the node's own addresses ([`crate::node_addrs`]);

@@ -1,16 +1,17 @@
-//! Which pods get a listener, on which port, and why a pod that asked for
-//! one does not: everything here is read from the pod spec alone.
+//! Which pods get a listener, on which port (or the socket gate), and why a
+//! pod that asked for one does not: everything here is read from the pod
+//! spec alone.
 
 use super::{ANNOTATION, DEFAULT_PORT, PORT_ANNOTATION};
-use crate::kube::PodInfo;
+use crate::{handover::wire::Endpoint, kube::PodInfo};
 
-/// What a pod asks of the httpGet gate.
+/// What a pod asks of its own gate.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Want {
     /// Not opted in, or finished: no listener.
     Nothing,
-    /// A listener on this port.
-    Port(u16),
+    /// A listener: the httpGet gate's port, or the socket gate.
+    Listen(Endpoint),
     /// Opted in, but its spec rules it out: why, in one line that says
     /// what to change.
     Refused(String),
@@ -24,16 +25,25 @@ pub fn want(pod: &PodInfo) -> Want {
     if pod.finished() {
         return Want::Nothing;
     }
-    if gate.trim() != "http" {
+    let socket = match gate.trim() {
+        "http" => false,
+        "socket" => true,
+        _ => {
+            return Want::Refused(format!(
+                "{ANNOTATION}: {:?} is not a gate: the annotation takes `http` (a preStop httpGet hook) or `socket` (graceful-wait --socket @{}); graceful-wait on the node's socket needs no annotation",
+                graceful_api::clip(gate, graceful_api::MAX_ECHO),
+                graceful_api::POD_SOCKET
+            ))
+        }
+    };
+    if pod.host_network {
         return Want::Refused(format!(
-            "{ANNOTATION}: {:?} is not a gate: the annotation takes `http` (the exec hook, graceful-wait, needs no annotation)",
-            graceful_api::clip(gate, graceful_api::MAX_ECHO)
+            "a hostNetwork pod shares the node's network namespace, so the {} gate cannot listen for it alone: use graceful-wait on the node's socket (the hostPath) for this pod",
+            if socket { "socket" } else { "httpGet" }
         ));
     }
-    if pod.host_network {
-        return Want::Refused(
-            "a hostNetwork pod shares the node's network namespace, so the httpGet gate cannot listen for it alone: use the exec hook (graceful-wait) for this pod".into(),
-        );
+    if socket {
+        return Want::Listen(Endpoint::Socket);
     }
     let port = match pod.annotations.get(PORT_ANNOTATION) {
         None => DEFAULT_PORT,
@@ -52,7 +62,7 @@ pub fn want(pod: &PodInfo) -> Want {
             "port {port} is container {container}'s port: set {PORT_ANNOTATION} to a port no container of the pod uses"
         ));
     }
-    Want::Port(port)
+    Want::Listen(Endpoint::Port(port))
 }
 
 #[cfg(test)]

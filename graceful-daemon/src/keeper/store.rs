@@ -69,7 +69,7 @@ impl Store {
             k.lent = true;
         }
         let (listeners, hooks): (Vec<&Kept>, Vec<&Kept>) =
-            self.items.values().partition(|k| is_listener(&k.record));
+            self.items.values().partition(|k| Record::is_listener(&k.record));
         listeners
             .into_iter()
             .chain(hooks)
@@ -91,16 +91,16 @@ impl Store {
     }
 
     pub fn tally(&self) -> Tally {
-        let listeners = self.items.values().filter(|k| is_listener(&k.record)).count();
+        let listeners = self
+            .items
+            .values()
+            .filter(|k| Record::is_listener(&k.record))
+            .count();
         Tally {
             listeners,
             hooks: self.items.len() - listeners,
         }
     }
-}
-
-fn is_listener(r: &Record) -> bool {
-    matches!(r, Record::GateListener { .. } | Record::HttpListener { .. })
 }
 
 #[cfg(test)]

@@ -138,7 +138,7 @@ impl Collector for Live {
             ("drains_active", "Drains in progress", snap.drains_active as u64),
             (
                 "http_gates",
-                "httpGet gate listeners open in opted-in pods' network namespaces",
+                "Pods' own gates open in their network namespaces: httpGet listeners and socket gates",
                 snap.http_gates as u64,
             ),
             (

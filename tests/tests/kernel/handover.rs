@@ -1,6 +1,6 @@
 //! A second agent started where one runs (the DaemonSet's surge pod, a
 //! restart beside the old process) takes the node over: the gate's
-//! listener, each pod's httpGet listener and every held hook. The hooks see
+//! listener, each pod's own gate (httpGet or socket) and every held hook. The hooks see
 //! nothing of it: an exec hook's `graceful-wait` does not reconnect, a
 //! kubelet's httpGet hook gets its one answer, each after its own last
 //! close; the counts stay exact. The old agent retires. A peer that is not
@@ -16,7 +16,10 @@ use graceful::handover::{fds, give, peer, wire};
 use graceful_tests::{
     agent::{since_pause_ms, Agent},
     cgroup::Cgroup,
-    gate::{assert_carried_on, engaged, finish_engaged, hook, wait_draining},
+    gate::{
+        abstract_listening, assert_carried_on, engaged, finish_engaged, hook, hook_at, pod_socket,
+        wait_draining,
+    },
     http_hook::{get, wait_listening, Scene, PORT},
     peer::held_connections,
     pod::SimPod,
@@ -214,7 +217,7 @@ fn strangers_and_other_formats_are_refused_and_a_refusal_thaws_the_giver() {
         (
             hello(wire::VERSION + 1),
             true,
-            "handover format 3, this agent reads 1 to 2",
+            "handover format 4, this agent reads 1 to 3",
         ),
     ];
     for (frame, proof, says) in checks {
@@ -387,4 +390,80 @@ fn a_successor_that_cannot_read_the_offer_says_so_on_its_own_pod_and_waits_for_t
     assert!(event["message"].as_str().unwrap().contains(&says), "{event}");
     drop(second);
     drop(api);
+}
+
+/// A pod's socket gate (`graceful.dev/gate: socket`) goes with the node:
+/// the successor serves the abstract socket it took, and the exec hook
+/// held through it, which never reconnects. A taker of format 2 (the
+/// release before the socket gate) is offered everything but it.
+#[test]
+fn a_successor_takes_a_pods_socket_gate_and_the_hook_held_through_it() {
+    require_root!();
+    let mut s = Scene::with_gate_dir(json!({"graceful.dev/gate": "socket"}));
+    graceful_tests::wait_for(10, "the socket gate in the pod's namespace", || {
+        abstract_listening(&s.net.b, &pod_socket()).then_some(())
+    });
+    let (_lb, mut clients) = s.clients(3);
+    let args = ["--min", "0s", "--settle", "100ms", "--max", "30s"];
+    let mut child = hook_at(&s.agent, s.pod.container(0), Some(&s.net.b), &pod_socket(), &args);
+    let stdout = engaged(&mut child);
+    wait_draining(&s.agent, 1);
+
+    // Format 2: the gate's listener and the held hook, not the pod's socket.
+    let chan = knock(&s.agent, &hello(2), true);
+    let offer: wire::Offer = wire::decode(&chan.recv().unwrap().unwrap().bytes).unwrap();
+    assert_eq!((offer.version, offer.records), (2, 2), "{offer:?}");
+    for _ in 0..=offer.records {
+        let f = chan.recv().unwrap().unwrap();
+        let json = String::from_utf8_lossy(&f.bytes[4..]).into_owned();
+        assert!(!json.contains("pod_socket"), "{json}");
+    }
+    let v = wire::Verdict {
+        version: 2,
+        taken: false,
+        why: Some("a test".into()),
+    };
+    chan.send(&wire::encode(&v), &[]).unwrap();
+    graceful_tests::wait_for(10, "the giver to thaw", || {
+        let log = s.agent.log_text();
+        (log.contains("reads an older format, with no socket gate")
+            && log.contains("refused what this agent sent; it serves on"))
+        .then_some(())
+    });
+
+    clients.cmd("close-out 1 fin");
+    std::thread::sleep(Duration::from_millis(200));
+    let mut second = s.agent.successor();
+    second.start();
+    retired(&s.agent);
+    wait_draining(&second, 1);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the hook ended with its agent"
+    );
+    clients.cmd("close-out 2 fin");
+    let (report, out) = finish_engaged(child, stdout);
+    assert_eq!(report["reason"], "drained", "{out}");
+    assert_carried_on(&report, &[3, 2]);
+    assert!(!out.contains("reconnecting"), "the hook reconnected: {out}");
+
+    // A new hook goes through the socket the successor took.
+    assert!(
+        second
+            .log_text()
+            .contains("socket gate: serving the listener handed over"),
+        "{}",
+        second.log_text()
+    );
+    let again = hook_at(
+        &second,
+        s.pod.container(0),
+        Some(&s.net.b),
+        &pod_socket(),
+        &["--min", "0s", "--max", "10s"],
+    );
+    let (report, out) = graceful_tests::gate::finish(again);
+    assert_eq!(report["reason"], "drained", "{out}");
+    drop(second);
 }

@@ -13,7 +13,10 @@ use std::time::{Duration, Instant};
 use graceful_tests::{
     agent::{since_pause_ms, Agent},
     cgroup::Cgroup,
-    gate::{assert_carried_on, engaged, finish, finish_engaged, hook, wait_draining},
+    gate::{
+        abstract_listening, assert_carried_on, engaged, finish, finish_engaged, hook, hook_at, pod_socket,
+        wait_draining,
+    },
     http_hook::{get, wait_listening, Scene, PORT},
     peer::held_connections,
     pod::SimPod,
@@ -228,4 +231,57 @@ fn a_crash_cuts_no_held_http_hook_and_it_is_answered_once() {
         "{}",
         s.agent.log_text()
     );
+}
+
+/// The socket gate through a crash: the keeper held its abstract socket,
+/// so it stays bound while no agent runs; the exec hook held through it
+/// never reconnects, and the new agent serves the socket it was lent.
+#[test]
+fn a_crash_cuts_no_hook_held_through_a_pods_socket_gate() {
+    require_root!();
+    let mut s = Scene::build_kept(json!({"graceful.dev/gate": "socket"}));
+    graceful_tests::wait_for(10, "the socket gate in the pod's namespace", || {
+        abstract_listening(&s.net.b, &pod_socket()).then_some(())
+    });
+    let (_lb, mut clients) = s.clients(3);
+    let args = ["--min", "0s", "--settle", "100ms", "--max", "30s"];
+    let mut child = hook_at(&s.agent, s.pod.container(0), Some(&s.net.b), &pod_socket(), &args);
+    let stdout = engaged(&mut child);
+    wait_draining(&s.agent, 1);
+    clients.cmd("close-out 1 fin");
+    std::thread::sleep(Duration::from_millis(200));
+    s.agent.crash();
+    // Bound all along: the keeper's duplicate keeps the name.
+    assert!(
+        abstract_listening(&s.net.b, &pod_socket()),
+        "the socket went with the agent"
+    );
+    restarted(&s.agent, 1);
+    wait_draining(&s.agent, 1);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the hook ended with its agent"
+    );
+    clients.cmd("close-out 2 fin");
+    let (report, out) = finish_engaged(child, stdout);
+    assert_eq!(report["reason"], "drained", "{out}");
+    assert_carried_on(&report, &[3, 2]);
+    assert!(!out.contains("reconnecting"), "the hook reconnected: {out}");
+    assert!(
+        s.agent
+            .log_text()
+            .contains("socket gate: serving the listener handed over"),
+        "{}",
+        s.agent.log_text()
+    );
+    let again = hook_at(
+        &s.agent,
+        s.pod.container(0),
+        Some(&s.net.b),
+        &pod_socket(),
+        &["--min", "0s", "--max", "10s"],
+    );
+    let (report, out) = finish(again);
+    assert_eq!(report["reason"], "drained", "{out}");
 }

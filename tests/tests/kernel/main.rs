@@ -33,6 +33,7 @@ mod reinstall;
 mod repair;
 mod restart;
 mod rollout;
+mod socket_gate;
 mod upgrade;
 
 use graceful_tests::{agent::Agent, cgroup::Cgroup, netns::NetNs, oracle};

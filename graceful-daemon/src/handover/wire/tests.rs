@@ -62,15 +62,44 @@ fn the_recorded_format_1_reads() {
 
 #[test]
 fn another_version_is_named_as_such() {
-    let json = RECORDED_V1[0].replace("\"version\":1", "\"version\":3");
+    let json = RECORDED_V1[0].replace("\"version\":1", "\"version\":4");
     assert_eq!(
         decode::<Offer>(&framed(&json)).unwrap_err(),
-        WireError::Version { got: 3 }
+        WireError::Version { got: 4 }
     );
     assert_eq!(
-        WireError::Version { got: 3 }.to_string(),
-        "handover format 3, this agent reads 1 to 2"
+        WireError::Version { got: 4 }.to_string(),
+        "handover format 4, this agent reads 1 to 3"
     );
+}
+
+#[test]
+fn a_pod_socket_gate_is_format_3_and_no_older_frame_carries_one() {
+    let r = Record::PodSocket {
+        uid: "u1".into(),
+        pod: "shop/web-1".into(),
+    };
+    assert_eq!((r.since(), r.fds(), r.is_listener()), (3, 2, true));
+    let v3 = encode(&RecordFrame {
+        version: 3,
+        record: r.clone(),
+    });
+    assert_eq!(decode_record(&v3, 2).unwrap(), r);
+    assert_eq!(
+        decode_record(&v3, 1).unwrap_err().to_string(),
+        "a pod socket gate came with 1 descriptors, not 2"
+    );
+    // Format 2 has no such record: a frame that says so is refused whole.
+    let v2 = encode(&RecordFrame {
+        version: 2,
+        record: r,
+    });
+    let e = decode_record(&v2, 2).unwrap_err().to_string();
+    assert!(e.contains("a pod socket gate in a frame of format 2"), "{e}");
+    // Every other record is in every format.
+    for old in [exec_hook(), Record::GateListener { path: "/g".into() }] {
+        assert_eq!(old.since(), 1);
+    }
 }
 
 /// Format 1's hello, as that release writes it: no `reads`.

@@ -22,10 +22,18 @@ fn pod(annotations: &[(&str, &str)]) -> PodInfo {
 #[test]
 fn only_the_annotated_pods_on_their_port() {
     assert_eq!(want(&pod(&[])), Want::Nothing);
-    assert_eq!(want(&pod(&[(ANNOTATION, "http")])), Want::Port(DEFAULT_PORT));
+    assert_eq!(
+        want(&pod(&[(ANNOTATION, "http")])),
+        Want::Listen(Endpoint::Port(DEFAULT_PORT))
+    );
     assert_eq!(
         want(&pod(&[(ANNOTATION, "http"), (PORT_ANNOTATION, " 7001 ")])),
-        Want::Port(7001)
+        Want::Listen(Endpoint::Port(7001))
+    );
+    // The socket gate takes no port: one on a container's port is no conflict.
+    assert_eq!(
+        want(&pod(&[(ANNOTATION, " socket"), (PORT_ANNOTATION, "8080")])),
+        Want::Listen(Endpoint::Socket)
     );
     let mut done = pod(&[(ANNOTATION, "http")]);
     done.phase = Some("Succeeded".into());
@@ -50,8 +58,14 @@ fn each_refusal_says_what_to_change() {
     }
     let why = refused(&pod(&[(ANNOTATION, "htpp")]));
     assert!(why.contains("\"htpp\" is not a gate"), "{why}");
-    let mut host = pod(&[(ANNOTATION, "http")]);
-    host.host_network = true;
-    let why = refused(&host);
-    assert!(why.contains("hostNetwork") && why.contains("exec hook"), "{why}");
+    assert!(why.contains("`http`") && why.contains("`socket`"), "{why}");
+    for gate in ["http", "socket"] {
+        let mut host = pod(&[(ANNOTATION, gate)]);
+        host.host_network = true;
+        let why = refused(&host);
+        assert!(
+            why.contains("hostNetwork") && why.contains("graceful-wait on the node's socket"),
+            "{why}"
+        );
+    }
 }

@@ -44,8 +44,8 @@ fn a_deposit_without_its_descriptors_is_refused_by_name() {
 
 #[test]
 fn another_format_or_garbage_is_named_as_such() {
-    let other = wire::encode(&serde_json::json!({"version": 3, "op": "take"}));
-    assert_eq!(decode(&other, 0), Err(WireError::Version { got: 3 }));
+    let other = wire::encode(&serde_json::json!({"version": 4, "op": "take"}));
+    assert_eq!(decode(&other, 0), Err(WireError::Version { got: 4 }));
     let unknown = wire::encode(&serde_json::json!({"version": 1, "op": "dance"}));
     assert!(matches!(decode(&unknown, 0), Err(WireError::Json(_))));
     assert!(matches!(decode(b"\0\0", 0), Err(WireError::Truncated(_))));
