@@ -83,6 +83,7 @@ const EXAMPLES: &[&str] = &[
     "policy-sidecar",
     "policy-sidecar-native",
     "restricted",
+    "restricted-socket",
     "web",
 ];
 /// The httpGet gate's names, as the agent reads them.

@@ -1,8 +1,9 @@
 //! The sidecar examples, deployed and terminated under load on the node:
 //! the sidecar outlives the app's traffic as each example claims, no
 //! request fails, and each container's drain leaves its Event. The
-//! restricted example likewise, in a namespace held to its own Pod
-//! Security labels. (The policy-sidecar examples run with the real OPA:
+//! restricted examples likewise (the httpGet gate, and the socket gate
+//! with graceful-wait from an image volume), in a namespace held to their
+//! own Pod Security labels. (The policy-sidecar examples run with the real OPA:
 //! policy_opa.rs.)
 //!
 //! None of them needs a feature v1.20 lacks: they order their containers
@@ -24,7 +25,10 @@ use graceful_tests::{
     rollout::load,
 };
 
-use crate::{gate::events_of, pod_security::render};
+use crate::{
+    gate::{events_by, events_of},
+    pod_security::render,
+};
 
 /// One request from the node: its status.
 pub(crate) fn status(cluster: &Cluster, addr: SocketAddr, method: &str, path: &str) -> u16 {
@@ -252,9 +256,29 @@ fn mesh_proxy_the_proxy_outlives_the_app() {
 /// in the pod.
 #[test]
 fn restricted_the_example_drains_in_its_restricted_namespace() {
+    let released = drains_in_its_restricted_namespace("restricted");
+    eprintln!("    {released}");
+}
+
+/// deploy/examples/restricted-socket likewise: admitted under restricted
+/// with graceful's image as an image volume, its exec hook (graceful-wait
+/// from that volume) drains through the socket gate in the pod's own
+/// namespace. The hook ran and was held: no FailedPreStopHook, and the
+/// release names the hold.
+#[test]
+fn restricted_socket_the_example_drains_through_an_image_volume() {
+    let released = drains_in_its_restricted_namespace("restricted-socket");
+    eprintln!("    {released}");
+}
+
+/// Applies tests/overlays/`overlay` (a restricted example) into a
+/// namespace with the example's own labels, deletes a pod under load, and
+/// checks no request failed and the pod's SIGTERM was held past the hook's
+/// min; the release Event.
+fn drains_in_its_restricted_namespace(overlay: &'static str) -> String {
     let (cluster, _serial) = crate::node();
-    let ns = Namespace::create(&cluster, "restricted");
-    let objects = render(&cluster, &workspace().join("tests/overlays/restricted"));
+    let ns = Namespace::create(&cluster, overlay);
+    let objects = render(&cluster, &workspace().join("tests/overlays").join(overlay));
     let (namespaces, mut rest): (Vec<_>, Vec<_>) =
         objects.into_iter().partition(|o| o["kind"] == "Namespace");
     // The example's namespace, as the test's: its labels, no other.
@@ -279,7 +303,7 @@ fn restricted_the_example_drains_in_its_restricted_namespace() {
         &cluster,
         &ns,
         Example {
-            overlay: "restricted",
+            overlay,
             selector: "app.kubernetes.io/name=restricted-web",
             pods: 3,
             backends: &[],
@@ -290,17 +314,26 @@ fn restricted_the_example_drains_in_its_restricted_namespace() {
     );
     assert_no_failures("to the restricted namespace's app", &traffic);
     let ev = events(&ns, &pod);
+    let kubelet = events_by(&ns, &pod.uid, "kubelet");
+    assert!(
+        !kubelet.iter().any(|(r, _)| r == "FailedPreStopHook"),
+        "the hook failed: {kubelet:?}"
+    );
     let released = ev
         .iter()
         .find(|e| e.starts_with("DrainReleased") && e.contains("drained"))
-        .unwrap_or_else(|| panic!("no drained release in {ev:?}"));
+        .unwrap_or_else(|| panic!("no drained release in {ev:?}"))
+        .clone();
     // Held past the hook's min (2 s): the kubelet waited on the gate.
+    // "held the SIGTERM of the pod for 2.6s: ..." (httpGet), "... of
+    // container web for ..." (exec, whose drain knows its container).
     let held_s: f64 = released
-        .split("held the SIGTERM of the pod for ")
+        .split("held the SIGTERM of ")
         .nth(1)
+        .and_then(|r| r.split(" for ").nth(1))
         .and_then(|r| r.split(':').next())
         .and_then(|d| d.trim_end_matches('s').parse().ok())
         .unwrap_or_else(|| panic!("no hold in {released}"));
     assert!(held_s >= 2.0, "{released}");
-    eprintln!("    {released}");
+    released
 }

@@ -4,7 +4,8 @@
 //! level. The manifest tests (tests/tests/manifests/pod_security.rs) check
 //! the same rules offline; these show what a real apiserver says.
 //!
-//! - The restricted example is admitted under restricted, with no warning.
+//! - The restricted examples (the httpGet gate; the socket gate with an
+//!   image volume) are admitted under restricted, with no warning.
 //! - Every exec-gate example is refused under baseline, for its hostPath.
 //! - A preStop httpGet hook with `host` is refused under baseline from
 //!   1.34 on (KEP-4940); 1.33 still admits it.
@@ -94,13 +95,19 @@ fn server_minor(cluster: &Cluster) -> u32 {
 }
 
 #[test]
-fn the_restricted_example_is_admitted_under_restricted_with_no_warning() {
+fn the_restricted_examples_are_admitted_under_restricted_with_no_warning() {
     let (cluster, _serial) = crate::node();
     let ns = enforcing(&cluster, "restricted");
-    let pod = pod_of(&cluster, "restricted");
-    let warnings = admit(&cluster, &ns, &pod)
-        .unwrap_or_else(|e| panic!("the restricted example was refused under restricted: {e}"));
-    assert!(warnings.is_empty(), "admitted with warnings: {warnings}");
+    // The httpGet gate; the socket gate, with graceful's image as a volume.
+    for example in ["restricted", "restricted-socket"] {
+        let pod = pod_of(&cluster, example);
+        let warnings = admit(&cluster, &ns, &pod)
+            .unwrap_or_else(|e| panic!("{example} was refused under restricted: {e}"));
+        assert!(
+            warnings.is_empty(),
+            "{example}: admitted with warnings: {warnings}"
+        );
+    }
 }
 
 #[test]

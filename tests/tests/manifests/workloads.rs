@@ -71,17 +71,41 @@ fn every_hook_fits_in_its_grace_period_and_reaches_the_gate() {
                     "{owner}: {name}: a subPath mount does not see the agent's updates"
                 );
                 let v = spec.volumes.iter().flatten().find(|v| v.name == m.name).unwrap();
-                let host = v.host_path.as_ref().map(|h| h.path.trim_end_matches('/'));
-                assert_eq!(
-                    host,
-                    Some(gate.trim_end_matches('/')),
-                    "{owner}: {name}: {bin_dir} must be the agent's --gate-dir"
-                );
-                assert_eq!(
-                    h.args.socket,
-                    format!("{bin_dir}/gate.sock"),
-                    "{owner}: {name}: the gate socket"
-                );
+                match (&v.host_path, &v.image) {
+                    // The node's gate: the agent's --gate-dir, its socket there.
+                    (Some(host), _) => {
+                        assert_eq!(
+                            host.path.trim_end_matches('/'),
+                            gate.trim_end_matches('/'),
+                            "{owner}: {name}: {bin_dir} must be the agent's --gate-dir"
+                        );
+                        assert_eq!(
+                            h.args.socket,
+                            format!("{bin_dir}/gate.sock"),
+                            "{owner}: {name}: the gate socket"
+                        );
+                    }
+                    // The socket gate: graceful-wait from the agent's own
+                    // image, the socket in the pod's namespace, opted in.
+                    (None, Some(image)) => {
+                        assert_eq!(
+                            image.reference.as_deref(),
+                            Some(format!("graceful/agent:{}", workspace().version).as_str()),
+                            "{owner}: {name}: the image volume is the agent's image"
+                        );
+                        assert_eq!(
+                            h.args.socket,
+                            format!("@{}", graceful_api::POD_SOCKET),
+                            "{owner}: {name}: graceful-wait from an image volume reaches the socket gate"
+                        );
+                        assert_eq!(
+                            annotations.get(GATE_ANNOTATION).map(String::as_str),
+                            Some("socket"),
+                            "{owner}: the socket gate is opted in"
+                        );
+                    }
+                    _ => panic!("{owner}: {name}: {bin_dir} is neither the agent's --gate-dir nor its image"),
+                }
                 for after in &acc.after_containers {
                     assert!(
                         after != name && containers(spec).any(|c| &c.name == after),
