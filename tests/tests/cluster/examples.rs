@@ -100,7 +100,7 @@ pub(crate) fn terminate_one(
 }
 
 /// [`terminate_one`], for an example already deployed.
-fn terminate_deployed(
+pub(crate) fn terminate_deployed(
     cluster: &Cluster,
     ns: &Namespace,
     ex: Example,
@@ -172,52 +172,12 @@ pub(crate) fn assert_no_failures(what: &str, o: &load::Outcome) {
 }
 
 /// graceful's Events on the pod, as `reason: message` lines.
-fn events(ns: &Namespace, pod: &Pod) -> Vec<String> {
+pub(crate) fn events(ns: &Namespace, pod: &Pod) -> Vec<String> {
     let ev = graceful_tests::wait_for(20, "graceful's Events on the pod", || {
         let e = events_of(ns, &pod.uid);
         (e.len() >= pod.containers.len()).then_some(e)
     });
     ev.into_iter().map(|(r, m)| format!("{r}: {m}")).collect()
-}
-
-#[test]
-fn haproxy_waf_the_waf_agent_outlives_haproxys_connections() {
-    let (cluster, _serial) = crate::node();
-    let ns = Namespace::create(&cluster, "waf");
-    let (pod, exits, traffic) = terminate_one(
-        &cluster,
-        &ns,
-        Example {
-            overlay: "haproxy-waf",
-            selector: "app.kubernetes.io/name=edge",
-            pods: 2,
-            backends: &[("app.kubernetes.io/name=web", "web", 3)],
-            service: "edge",
-            late_lb: None,
-        },
-        |edge| {
-            // Every request is inspected by the WAF agent before it passes.
-            assert_eq!(status(&cluster, edge, "GET", "/"), 200);
-            assert_eq!(
-                status(&cluster, edge, "GET", "/attack"),
-                403,
-                "the WAF agent did not inspect the request"
-            );
-        },
-    );
-    assert_no_failures("through HAProxy", &traffic);
-    assert!(
-        exits.of("waf") > exits.of("haproxy"),
-        "the WAF agent stopped before HAProxy had closed its connections to it"
-    );
-    let ev = events(&ns, &pod);
-    assert_eq!(
-        ev.iter()
-            .filter(|e| e.starts_with("DrainReleased") && e.contains("drained"))
-            .count(),
-        2,
-        "{ev:?}"
-    );
 }
 
 #[test]
@@ -271,6 +231,26 @@ fn restricted_socket_the_example_drains_through_an_image_volume() {
     eprintln!("    {released}");
 }
 
+/// Renders tests/overlays/`overlay` (an example that names its own
+/// namespace), passes each object to `edit`, and applies them into `ns`
+/// instead; returns the Namespace objects it renders, unapplied.
+pub(crate) fn apply_into(
+    cluster: &Cluster,
+    ns: &Namespace,
+    overlay: &str,
+    edit: impl Fn(&mut serde_json::Value),
+) -> Vec<serde_json::Value> {
+    let objects = render(cluster, &workspace().join("tests/overlays").join(overlay));
+    let (namespaces, mut rest): (Vec<_>, Vec<_>) =
+        objects.into_iter().partition(|o| o["kind"] == "Namespace");
+    for o in &mut rest {
+        o["metadata"]["namespace"] = serde_json::json!(ns.name);
+        edit(o);
+    }
+    ns.apply(&serde_json::json!({"apiVersion": "v1", "kind": "List", "items": rest}).to_string());
+    namespaces
+}
+
 /// Applies tests/overlays/`overlay` (a restricted example) into a
 /// namespace with the example's own labels, deletes a pod under load, and
 /// checks no request failed and the pod's SIGTERM was held past the hook's
@@ -278,10 +258,8 @@ fn restricted_socket_the_example_drains_through_an_image_volume() {
 fn drains_in_its_restricted_namespace(overlay: &'static str) -> String {
     let (cluster, _serial) = crate::node();
     let ns = Namespace::create(&cluster, overlay);
-    let objects = render(&cluster, &workspace().join("tests/overlays").join(overlay));
-    let (namespaces, mut rest): (Vec<_>, Vec<_>) =
-        objects.into_iter().partition(|o| o["kind"] == "Namespace");
     // The example's namespace, as the test's: its labels, no other.
+    let namespaces = apply_into(&cluster, &ns, overlay, |_| {});
     let labels = namespaces[0]["metadata"]["labels"]
         .as_object()
         .expect("the example's namespace has labels");
@@ -294,10 +272,6 @@ fn drains_in_its_restricted_namespace(overlay: &'static str) -> String {
     ];
     label.extend(labels.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap())));
     cluster.kubectl(&label.iter().map(String::as_str).collect::<Vec<_>>());
-    for o in &mut rest {
-        o["metadata"]["namespace"] = serde_json::json!(ns.name);
-    }
-    ns.apply(&serde_json::json!({"apiVersion": "v1", "kind": "List", "items": rest}).to_string());
 
     let (pod, _exits, traffic) = terminate_deployed(
         &cluster,

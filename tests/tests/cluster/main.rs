@@ -18,6 +18,7 @@ mod pod_security;
 mod policy_opa;
 mod restart;
 mod rollout;
+mod seeds;
 mod socket_gate;
 
 use graceful_tests::cluster::{Cluster, TEST_APP_IMAGE};

@@ -12,9 +12,9 @@
 
 use std::time::{Duration, Instant};
 
-use graceful_tests::cluster::{pod::Pod, workspace, Namespace};
+use graceful_tests::cluster::{pod::Pod, Namespace};
 
-use crate::{gate::events_by, pod_security::render};
+use crate::{examples::apply_into, gate::events_by};
 
 /// What a deletion came to: seconds from it to the app's exit, and the
 /// Events of the kubelet and of graceful on the pod.
@@ -28,17 +28,11 @@ struct Outcome {
 /// inbound TCP captured to a port nothing listens on, deleted.
 fn captured_and_deleted(cluster: &graceful_tests::cluster::Cluster, overlay: &str) -> Outcome {
     let ns = Namespace::create(cluster, overlay);
-    let mut objects: Vec<_> = render(cluster, &workspace().join("tests/overlays").join(overlay))
-        .into_iter()
-        .filter(|o| o["kind"] != "Namespace")
-        .collect();
-    for o in &mut objects {
-        o["metadata"]["namespace"] = serde_json::json!(ns.name);
+    apply_into(cluster, &ns, overlay, |o| {
         if o["kind"] == "Deployment" {
             o["spec"]["replicas"] = serde_json::json!(1);
         }
-    }
-    ns.apply(&serde_json::json!({"apiVersion": "v1", "kind": "List", "items": objects}).to_string());
+    });
     let pod = Pod::wait_ready(&ns, "app.kubernetes.io/name=restricted-web", 1, 120).remove(0);
     // The gate is up before the capture: what fails below is the capture.
     let net = pod.netns();
