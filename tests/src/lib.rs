@@ -11,6 +11,7 @@ pub mod gate;
 pub mod http_hook;
 pub mod http_response;
 pub mod k8s;
+pub mod mesh;
 pub mod nested;
 pub mod netns;
 pub mod not_traffic;

@@ -329,6 +329,8 @@ fn start_http_gate(
         node,
         in_flight: AtomicUsize::new(0),
         registry: registry.clone(),
+        pods: kube.store.clone(),
+        events: kube.events.clone(),
     });
     let gates = Gates::new(
         kube.store.clone(),

@@ -93,11 +93,12 @@ impl Node {
         let now = k8s_openapi::jiff::Timestamp::now();
         for p in &mut pods {
             p.state = self.state_of(&p.uid);
-            p.since_deletion_s = self
-                .kube
-                .as_ref()
-                .and_then(|k| k.store.get(&p.uid)?.deletion_requested_at())
+            let info = self.kube.as_ref().and_then(|k| k.store.get(&p.uid));
+            p.since_deletion_s = info
+                .as_deref()
+                .and_then(|i| i.deletion_requested_at())
                 .map(|at| now.duration_since(at).as_secs_f64().max(0.0));
+            p.gate_warning = info.as_deref().and_then(crate::httpgate::mesh::warning_for);
         }
         sort_pods(&mut pods);
         pods
@@ -236,6 +237,13 @@ impl LiveSource for Node {
             pod_count,
             drains_active: self.drains.active().len(),
             http_gates: self.http_gates.as_ref().map_or(0, |n| n.load(Ordering::Relaxed)),
+            http_gates_meshed: self.kube.as_ref().map_or(0, |k| {
+                k.store
+                    .all()
+                    .iter()
+                    .filter(|p| crate::httpgate::mesh::warning_for(p).is_some())
+                    .count()
+            }),
             terminating: terminations.map(|t| t.all_watching().len()).unwrap_or(0),
             kernel,
             counters_entries: counters.len() as u64,

@@ -69,7 +69,7 @@ const CAPS: &[(u32, &str, &str)] = &[
     ),
 ];
 
-pub fn run(pins: &PinDir, args: Args) -> anyhow::Result<i32> {
+pub fn run(pins: &PinDir, api: &std::path::Path, args: Args) -> anyhow::Result<i32> {
     let mut r = Report { failed: false };
 
     match kernel::check_floor() {
@@ -228,6 +228,38 @@ pub fn run(pins: &PinDir, args: Args) -> anyhow::Result<i32> {
                 }
                 Err(e) => r.line(Level::Fail, "programs", e),
             }
+        }
+    }
+
+    // The running agent's view of the pods: what a mesh does to their gate.
+    if let Ok(pods) = super::client::get::<Vec<crate::resolver::counts::PodView>>(api, "/v1/pods") {
+        let meshed: Vec<String> = pods
+            .iter()
+            .filter(|p| p.gate_warning.is_some())
+            .map(|p| {
+                format!(
+                    "{}/{}",
+                    p.namespace.as_deref().unwrap_or("-"),
+                    p.name.as_deref().unwrap_or(&p.uid)
+                )
+            })
+            .collect();
+        if meshed.is_empty() {
+            r.line(
+                Level::Ok,
+                "mesh",
+                "no pod's httpGet gate hook is relayed by a sidecar proxy that would cut it",
+            );
+        } else {
+            r.line(
+                Level::Warn,
+                "mesh",
+                format!(
+                    "{} pods' httpGet gate hooks are relayed by a mesh's sidecar proxy, which cuts them when it stops ({}): `graceful pods` says what to annotate",
+                    meshed.len(),
+                    meshed.join(", ")
+                ),
+            );
         }
     }
 

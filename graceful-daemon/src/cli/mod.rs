@@ -89,7 +89,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Daemon(args) => daemon::run(&pins, &cli.api_socket, *args),
         Command::Cgroups(args) => cgroups::run(&pins, args),
-        Command::Doctor(args) => doctor::run(&pins, args),
+        Command::Doctor(args) => doctor::run(&pins, &cli.api_socket, args),
         Command::Uninstall(args) => uninstall::run(&pins, args),
         Command::Pods(args) => pods::run_pods(&pins, &cli.api_socket, args),
         Command::Pod(args) => pods::run_pod(&pins, &cli.api_socket, args),

@@ -193,7 +193,17 @@ fn pods_table(pods: &[PodView], wide: bool) -> String {
         }
         rows.push(r);
     }
-    table(&rows)
+    let mut out = table(&rows);
+    for p in pods {
+        if let Some(w) = &p.gate_warning {
+            out.push_str(&format!(
+                "\nwarning: {}/{}: {w}",
+                dash(&p.namespace),
+                p.name.as_deref().unwrap_or(&p.uid)
+            ));
+        }
+    }
+    out
 }
 
 /// IGNORED: a dash for none, as most pods have.

@@ -61,6 +61,9 @@ struct State {
     refused: HashMap<String, String>,
     /// The last bind failure logged for a pod (retried every sweep).
     failing: HashMap<String, String>,
+    /// The mesh warning last reported for a pod: reported again only if it
+    /// changes.
+    meshed: HashMap<String, String>,
 }
 
 /// An open listener; its task (and every connection of it) ends on drop.
@@ -178,6 +181,7 @@ impl Gates {
                     uids.extend(st.open.keys().cloned());
                     uids.extend(st.refused.keys().cloned());
                     uids.extend(st.failing.keys().cloned());
+                    uids.extend(st.meshed.keys().cloned());
                 }
                 uids.extend(sync::lock(&self.inherited).keys().cloned());
                 for uid in uids {
@@ -209,10 +213,12 @@ impl Gates {
                 let mut st = sync::lock(&self.state);
                 st.refused.remove(uid);
                 st.failing.remove(uid);
+                st.meshed.remove(uid);
                 return;
             }
         };
         let pod = pod.expect("matched above");
+        self.warn_meshed(&pod);
         let Some(ns) = sandbox::netns_of(&self.index, &self.hier, uid) else {
             self.close(uid, "the pod has no process left");
             return;
@@ -299,6 +305,31 @@ impl Gates {
             info!(uid, at = %o.at, "{} closed: {why}", gate_name(o.at));
         }
         self.listening.store(st.open.len(), Ordering::Relaxed);
+    }
+
+    /// Logs and posts (once per cause) that `pod`'s mesh relays its hook
+    /// through a proxy that will cut it: before any deletion, so that the
+    /// pod can be mended while nothing is at stake.
+    fn warn_meshed(&self, pod: &PodInfo) {
+        let mut st = sync::lock(&self.state);
+        let Some(why) = super::mesh::warning_for(pod) else {
+            st.meshed.remove(&pod.uid);
+            return;
+        };
+        if st.meshed.get(&pod.uid) == Some(&why) {
+            return;
+        }
+        warn!(pod = %pod.key(), "httpGet gate: {why}");
+        st.meshed.insert(pod.uid.clone(), why.clone());
+        let poster = self.events.clone();
+        let pod = PodRef {
+            namespace: pod.namespace.clone(),
+            name: pod.name.clone(),
+            uid: pod.uid.clone(),
+        };
+        tokio::spawn(async move {
+            let _ = poster.post_event(&pod, super::MESH_REASON, &why, true).await;
+        });
     }
 
     /// Logs and posts (once per cause) why `pod` gets no listener.

@@ -23,8 +23,10 @@
 //! - [`sandbox`]: a pod's network namespace, through its processes;
 //! - [`bind`]: a listener (TCP, or the abstract socket) bound inside it;
 //! - [`gates`]: the listeners, opened and closed with their pods;
-//! - [`server`]: one listener's connections, and `GET /drain`; the only
-//!   peers it admits are the node's own addresses ([`crate::node_addrs`]);
+//! - [`mesh`]: which service mesh a pod is in, and what it does to the hook;
+//! - [`peers`]: whom a gate answers: the node's own addresses
+//!   ([`crate::node_addrs`]), and what a mesh makes of the kubelet's hook;
+//! - [`server`]: one listener's connections, and `GET /drain`;
 //! - [`resume`]: a held hook handed over by the previous agent, answered.
 //!
 //! The agent's sockets are created by its own threads, so they belong to
@@ -33,7 +35,9 @@
 
 pub mod bind;
 pub mod gates;
+pub mod mesh;
 pub mod optin;
+pub mod peers;
 pub mod resume;
 pub mod sandbox;
 pub mod server;
@@ -47,3 +51,8 @@ pub const PORT_ANNOTATION: &str = "graceful.dev/gate-port";
 pub const DEFAULT_PORT: u16 = 9711;
 /// The Warning Event's reason when a pod's opt-in cannot be honoured.
 pub const REFUSED_REASON: &str = "HttpGateRefused";
+/// The Warning Event's reason when a pod's mesh stands between the
+/// kubelet's hook and the gate: before the deletion, when its sidecar
+/// proxy relays the hook and would cut it; during it, when the gate
+/// refused a hook the mesh made unrecognisable.
+pub const MESH_REASON: &str = "HttpGateMeshed";

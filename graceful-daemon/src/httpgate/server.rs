@@ -1,6 +1,7 @@
 //! One pod's httpGet gate: its listener's connections and `GET /drain`.
-//! A peer that is not the node is answered 403 at once and the connection
-//! closes, so strangers hold nothing; the node's connections are admitted
+//! A peer the gate does not answer ([`super::peers`]: not the node, nor
+//! the pod's mesh relaying the kubelet's hook) is answered 403 at once and
+//! the connection closes, so strangers hold nothing; the others are admitted
 //! within the pod's share of the gate ([`crate::share`]). A drain's
 //! response is held until it releases, then is the report, as JSON.
 
@@ -19,6 +20,11 @@ use http::{Method, Request, Response, StatusCode};
 use tokio::{net::TcpListener, task::JoinSet};
 use tracing::{debug, warn};
 
+use super::{
+    mesh,
+    peers::{self, Verdict},
+    MESH_REASON,
+};
 use crate::node_addrs::NodeAddrs;
 use crate::{
     adopt::netns::NetNs,
@@ -29,6 +35,7 @@ use crate::{
         wire::{HttpHook, Record},
     },
     http_conn,
+    kube::{EventPoster, PodRef, PodStore},
     reply::{error, json, Body},
     share::Shares,
     sync,
@@ -43,6 +50,10 @@ pub struct Ctx {
     pub in_flight: AtomicUsize,
     /// What a handover carries: the listeners and held hooks.
     pub registry: Arc<Registry>,
+    /// The pods as the API shows them: their mesh, their termination.
+    pub pods: Arc<PodStore>,
+    /// Where a refusal that names a mesh is posted.
+    pub events: EventPoster,
 }
 
 /// One drain counted in [`Ctx::in_flight`] while it runs.
@@ -70,6 +81,8 @@ pub struct Gate {
     pub netns: NetNs,
     strangers: Mutex<Strangers>,
     strangers_reading: AtomicUsize,
+    /// Whether a refusal naming the pod's mesh was posted (once a gate).
+    mesh_posted: std::sync::atomic::AtomicBool,
 }
 
 /// Peers refused since the last one logged: a flood is one line a second.
@@ -88,7 +101,28 @@ impl Gate {
             netns,
             strangers: Mutex::default(),
             strangers_reading: AtomicUsize::new(0),
+            mesh_posted: Default::default(),
         }
+    }
+
+    /// A refusal in a meshed pod during its termination: the hook of a
+    /// pod whose mesh is in the way fails open. Posted on the pod once.
+    fn mesh_refusal(&self, ctx: &Ctx, why: &str) {
+        let Some(pod) = ctx.pods.get(&self.uid) else {
+            return;
+        };
+        if !pod.terminating() || self.mesh_posted.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let (poster, why) = (ctx.events.clone(), why.to_string());
+        let pod = PodRef {
+            namespace: pod.namespace.clone(),
+            name: pod.name.clone(),
+            uid: pod.uid.clone(),
+        };
+        tokio::spawn(async move {
+            let _ = poster.post_event(&pod, MESH_REASON, &why, true).await;
+        });
     }
 
     fn stranger(&self, peer: SocketAddr) {
@@ -146,31 +180,29 @@ pub async fn serve(listener: TcpListener, gate: Arc<Gate>, ctx: Arc<Ctx>) {
             },
             Some(_) = conns.join_next(), if !conns.is_empty() => continue,
         };
-        if !ctx.node.is_node(peer.ip()) {
-            gate.stranger(peer);
-            ctx.drainer.metrics.error("http_gate_peer");
-            let msg = format!(
-                "{} is not this node: the httpGet gate answers the kubelet's hooks only",
-                peer.ip()
-            );
-            // Its request read, so the 403 is not lost to the reset that
-            // closing over unread bytes sends; a few at a time, so a flood
-            // of strangers is answered at once and holds nothing.
-            match Stranger::admit(&gate) {
-                Some(slot) => {
-                    conns.spawn(async move {
-                        http_conn::serve(stream, "http gate", move |_| {
-                            let msg = msg.clone();
-                            async move { error(StatusCode::FORBIDDEN, msg) }
-                        })
-                        .await;
-                        drop(slot);
-                    });
+        let pod = ctx.pods.get(&gate.uid);
+        let mesh = pod.as_deref().and_then(|p| mesh::of(p, gate.port));
+        let local = stream.local_addr().ok().map(|a| a.ip());
+        let terminating = pod.as_deref().is_some_and(|p| p.terminating());
+        let wait = match peers::judge(
+            &ctx.node,
+            mesh.as_ref(),
+            gate.port,
+            (peer.ip(), local),
+            terminating,
+        ) {
+            Verdict::Admit => None,
+            Verdict::OnceTerminating => mesh.clone(),
+            Verdict::Refuse(msg) => {
+                gate.stranger(peer);
+                ctx.drainer.metrics.error("http_gate_peer");
+                if mesh.is_some() {
+                    gate.mesh_refusal(&ctx, &msg);
                 }
-                None => http_conn::answer_now(&stream, StatusCode::FORBIDDEN, &msg),
+                refuse(&gate, &mut conns, stream, msg);
+                continue;
             }
-            continue;
-        }
+        };
         let ticket = match ctx.shares.connect(&gate.uid) {
             Ok(t) => t,
             Err(busy) => {
@@ -185,6 +217,22 @@ pub async fn serve(listener: TcpListener, gate: Arc<Gate>, ctx: Arc<Ctx>) {
         let conn = stream.as_fd().try_clone_to_owned().ok().map(Arc::new);
         let (gate, ctx) = (gate.clone(), ctx.clone());
         conns.spawn(async move {
+            // A relayed hook, once the API shows the pod's deletion.
+            if let Some(m) = wait {
+                if !terminates(&ctx.pods, &gate.uid).await {
+                    let msg = peers::not_terminating(peer.ip(), &m, gate.port);
+                    warn!(pod = %gate.pod, peer = %peer, "httpGet gate: {msg}");
+                    ctx.drainer.metrics.error("http_gate_peer");
+                    gate.mesh_refusal(&ctx, &msg);
+                    http_conn::serve(stream, "http gate", move |_| {
+                        let msg = msg.clone();
+                        async move { error(StatusCode::FORBIDDEN, msg) }
+                    })
+                    .await;
+                    return;
+                }
+                debug!(pod = %gate.pod, peer = %peer, mesh = m.name(), "httpGet gate: a hook relayed by the pod's mesh proxy");
+            }
             let a = admission.clone();
             http_conn::serve(stream, "http gate", move |req| {
                 handle(gate.clone(), ctx.clone(), (conn.clone(), a.clone()), req)
@@ -193,6 +241,41 @@ pub async fn serve(listener: TcpListener, gate: Arc<Gate>, ctx: Arc<Ctx>) {
             drop(admission);
             drop(ticket);
         });
+    }
+}
+
+/// Answers a refused peer `403` with `msg`: its request read first, so
+/// the answer is not lost to the reset that closing over unread bytes
+/// sends; a few at a time, so a flood of strangers is answered at once
+/// and holds nothing.
+fn refuse(gate: &Arc<Gate>, conns: &mut JoinSet<()>, stream: tokio::net::TcpStream, msg: String) {
+    match Stranger::admit(gate) {
+        Some(slot) => {
+            conns.spawn(async move {
+                http_conn::serve(stream, "http gate", move |_| {
+                    let msg = msg.clone();
+                    async move { error(StatusCode::FORBIDDEN, msg) }
+                })
+                .await;
+                drop(slot);
+            });
+        }
+        None => http_conn::answer_now(&stream, StatusCode::FORBIDDEN, &msg),
+    }
+}
+
+/// Whether pod `uid` is (or, within [`peers::TERMINATING_WAIT`], becomes)
+/// terminating as the API shows it.
+async fn terminates(pods: &PodStore, uid: &str) -> bool {
+    let deadline = Instant::now() + peers::TERMINATING_WAIT;
+    loop {
+        if pods.get(uid).is_some_and(|p| p.terminating()) {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 

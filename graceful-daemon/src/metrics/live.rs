@@ -52,6 +52,9 @@ pub struct MetricsSnapshot {
     pub drains_active: usize,
     /// httpGet gate listeners open in pods' network namespaces.
     pub http_gates: usize,
+    /// Pods opted in to the httpGet gate whose mesh's classic sidecar
+    /// relays the hook and would cut it.
+    pub http_gates_meshed: usize,
     pub terminating: usize,
     pub kernel: KernelFigures,
     pub counters_entries: u64,
@@ -128,7 +131,7 @@ impl Collector for Live {
             MetricType::Gauge,
             &pod_rows(|p| p.outbound),
         )?;
-        let gauges: [(&str, &str, u64); 10] = [
+        let gauges: [(&str, &str, u64); 11] = [
             ("pods", "Pods with cgroups on this node", snap.pod_count as u64),
             (
                 "pods_unlabelled",
@@ -140,6 +143,11 @@ impl Collector for Live {
                 "http_gates",
                 "Pods' own gates open in their network namespaces: httpGet listeners and socket gates",
                 snap.http_gates as u64,
+            ),
+            (
+                "http_gates_meshed",
+                "Pods whose mesh sidecar relays their httpGet gate's hook and would cut it (see graceful pods)",
+                snap.http_gates_meshed as u64,
             ),
             (
                 "terminating_watched",

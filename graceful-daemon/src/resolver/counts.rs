@@ -95,6 +95,10 @@ pub struct PodView {
     /// The pod-level cgroup, null when the layout has none.
     pub cgroup_id: Option<u64>,
     pub path: Option<String>,
+    /// What stands between the kubelet's hook and the pod's httpGet gate
+    /// (its mesh's classic sidecar proxy), once the API has told it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate_warning: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -126,6 +130,7 @@ impl PodView {
             driver: pod.driver,
             cgroup_id: pod.cgroup_id,
             path: pod.path.clone(),
+            gate_warning: None,
         }
     }
 

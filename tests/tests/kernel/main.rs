@@ -25,6 +25,7 @@ mod keeper;
 mod kube_terminating;
 mod kube_watch;
 mod memory_budget;
+mod mesh;
 mod nested;
 mod one_agent;
 mod pods;

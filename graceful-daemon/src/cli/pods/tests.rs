@@ -34,6 +34,7 @@ fn pod(uid: &str) -> PodView {
         driver: Driver::Systemd,
         cgroup_id: Some(10),
         path: Some("/k/p".into()),
+        gate_warning: None,
     }
 }
 
