@@ -194,10 +194,9 @@ impl Relay {
                 match listener.accept() {
                     Ok((inbound, _)) => {
                         inbound.set_nonblocking(false).unwrap();
-                        let dst = original_dst(&inbound);
-                        match connect_from(dst, from) {
+                        match original_dst(&inbound).and_then(|dst| connect_from(dst, from)) {
                             Ok(out) => splice(inbound, out),
-                            Err(e) => eprintln!("relay: {dst}: {e}"),
+                            Err(e) => eprintln!("relay: {e}"),
                         }
                     }
                     Err(_) => std::thread::sleep(Duration::from_millis(5)),
@@ -221,7 +220,7 @@ impl Drop for Relay {
 }
 
 /// Where a redirected connection was going (SO_ORIGINAL_DST).
-fn original_dst(s: &TcpStream) -> SocketAddr {
+pub fn original_dst(s: &TcpStream) -> std::io::Result<SocketAddr> {
     const SO_ORIGINAL_DST: libc::c_int = 80;
     // SAFETY: zeroed sockaddr_in is valid; `len` matches it.
     let mut sa: libc::sockaddr_in = unsafe { std::mem::zeroed() };
@@ -236,14 +235,18 @@ fn original_dst(s: &TcpStream) -> SocketAddr {
             &mut len,
         )
     };
-    assert_eq!(rc, 0, "SO_ORIGINAL_DST: {}", std::io::Error::last_os_error());
-    SocketAddr::V4(SocketAddrV4::new(
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(SocketAddr::V4(SocketAddrV4::new(
         Ipv4Addr::from(u32::from_be(sa.sin_addr.s_addr)),
         u16::from_be(sa.sin_port),
-    ))
+    )))
 }
 
-fn connect_from(dst: SocketAddr, from: Option<Ipv4Addr>) -> std::io::Result<TcpStream> {
+/// Connects to `dst`, from `from` if given (bound first), else from
+/// wherever the route says.
+pub fn connect_from(dst: SocketAddr, from: Option<Ipv4Addr>) -> std::io::Result<TcpStream> {
     let Some(src) = from else {
         return TcpStream::connect_timeout(&dst, Duration::from_secs(5));
     };

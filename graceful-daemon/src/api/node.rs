@@ -98,7 +98,7 @@ impl Node {
                 .as_deref()
                 .and_then(|i| i.deletion_requested_at())
                 .map(|at| now.duration_since(at).as_secs_f64().max(0.0));
-            p.gate_warning = info.as_deref().and_then(crate::httpgate::mesh::warning_for);
+            p.gate_warning = info.as_deref().and_then(crate::httpgate::optin::mesh_warning);
         }
         sort_pods(&mut pods);
         pods
@@ -241,7 +241,7 @@ impl LiveSource for Node {
                 k.store
                     .all()
                     .iter()
-                    .filter(|p| crate::httpgate::mesh::warning_for(p).is_some())
+                    .filter(|p| crate::httpgate::optin::mesh_warning(p).is_some())
                     .count()
             }),
             terminating: terminations.map(|t| t.all_watching().len()).unwrap_or(0),

@@ -40,6 +40,7 @@ impl PodApi {
             deletion_requested_unix_ms: p
                 .deletion_requested_at()
                 .and_then(|t| u64::try_from(t.as_millisecond()).ok()),
+            mesh_ports: crate::kube::mesh::own_ports(&p).to_vec(),
             stop_ranks: stop_order::ranks(
                 p.containers
                     .iter()

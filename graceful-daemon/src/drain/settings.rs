@@ -51,6 +51,10 @@ pub struct PodFacts {
     /// When the kubelet stops each of its containers (native sidecars
     /// last): what `after-containers` may name.
     pub stop_ranks: super::stop_order::Ranks,
+    /// The ports of the pod's mesh proxy that carry no app traffic
+    /// ([`crate::kube::mesh::own_ports`]): always left out, whatever else
+    /// `ignore-ports` names (a relayed hook's own connection is on one).
+    pub mesh_ports: Vec<u16>,
 }
 
 struct Resolver<'a> {
@@ -197,7 +201,12 @@ pub fn resolve(req: &DrainRequest, facts: &PodFacts, budget: Duration) -> Accept
     r.warnings.extend(impossible);
     let flag = r.flag("ignore-ports", req.ignore_ports.as_deref(), parse_ports);
     let ports = r.pick("ignore-ports", "ignore_ports", flag, parse_ports);
-    let ignore_ports = r.or_default("ignore_ports", ports, Vec::new());
+    let mut ignore_ports = r.or_default("ignore_ports", ports, Vec::new());
+    for p in &facts.mesh_ports {
+        if !ignore_ports.contains(p) {
+            ignore_ports.push(*p);
+        }
+    }
     let flag = r.flag("ignore-peers", req.ignore_peers.as_deref(), parse_peers);
     let peers = r.pick("ignore-peers", "ignore_peers", flag, parse_peers);
     let ignore_peers = r.or_default("ignore_peers", peers, Vec::new());

@@ -312,7 +312,7 @@ impl Gates {
     /// pod can be mended while nothing is at stake.
     fn warn_meshed(&self, pod: &PodInfo) {
         let mut st = sync::lock(&self.state);
-        let Some(why) = super::mesh::warning_for(pod) else {
+        let Some(why) = super::optin::mesh_warning(pod) else {
             st.meshed.remove(&pod.uid);
             return;
         };

@@ -23,9 +23,9 @@
 //! - [`sandbox`]: a pod's network namespace, through its processes;
 //! - [`bind`]: a listener (TCP, or the abstract socket) bound inside it;
 //! - [`gates`]: the listeners, opened and closed with their pods;
-//! - [`mesh`]: which service mesh a pod is in, and what it does to the hook;
 //! - [`peers`]: whom a gate answers: the node's own addresses
-//!   ([`crate::node_addrs`]), and what a mesh makes of the kubelet's hook;
+//!   ([`crate::node_addrs`]), and what a mesh makes of the kubelet's hook
+//!   ([`crate::kube::mesh`]);
 //! - [`server`]: one listener's connections, and `GET /drain`;
 //! - [`resume`]: a held hook handed over by the previous agent, answered.
 //!
@@ -35,7 +35,6 @@
 
 pub mod bind;
 pub mod gates;
-pub mod mesh;
 pub mod optin;
 pub mod peers;
 pub mod resume;

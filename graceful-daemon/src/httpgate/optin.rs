@@ -65,5 +65,15 @@ pub fn want(pod: &PodInfo) -> Want {
     Want::Listen(Endpoint::Port(port))
 }
 
+/// What `pod`'s mesh would do to its httpGet gate's hook, before any
+/// deletion: [`Mesh::warning`](crate::kube::mesh::Mesh::warning), for a pod
+/// opted in to the httpGet gate whose classic sidecar proxy relays the hook.
+pub fn mesh_warning(pod: &PodInfo) -> Option<String> {
+    match want(pod) {
+        Want::Listen(Endpoint::Port(port)) => crate::kube::mesh::of(pod, port)?.warning(port),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -23,7 +23,7 @@
 
 use std::{net::IpAddr, time::Duration};
 
-use super::mesh::Mesh;
+use crate::kube::mesh::Mesh;
 use crate::node_addrs::NodeAddrs;
 
 /// How long a proxied request waits for the pod's deletion to reach the

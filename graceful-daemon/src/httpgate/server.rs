@@ -21,7 +21,6 @@ use tokio::{net::TcpListener, task::JoinSet};
 use tracing::{debug, warn};
 
 use super::{
-    mesh,
     peers::{self, Verdict},
     MESH_REASON,
 };
@@ -181,7 +180,7 @@ pub async fn serve(listener: TcpListener, gate: Arc<Gate>, ctx: Arc<Ctx>) {
             Some(_) = conns.join_next(), if !conns.is_empty() => continue,
         };
         let pod = ctx.pods.get(&gate.uid);
-        let mesh = pod.as_deref().and_then(|p| mesh::of(p, gate.port));
+        let mesh = pod.as_deref().and_then(|p| crate::kube::mesh::of(p, gate.port));
         let local = stream.local_addr().ok().map(|a| a.ip());
         let terminating = pod.as_deref().is_some_and(|p| p.terminating());
         let wait = match peers::judge(

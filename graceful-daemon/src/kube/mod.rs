@@ -39,6 +39,7 @@ use crate::resolver::index::PodIndex;
 pub mod config;
 pub mod error;
 pub mod events;
+pub mod mesh;
 pub mod pod;
 pub mod watch;
 

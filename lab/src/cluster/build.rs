@@ -10,6 +10,10 @@
 //! - etcd 3.6, the version 1.37 is qualified on, through a wrapper;
 //! - OPA, the policy engine of the policy-sidecar examples, by `go install`
 //!   (its go.mod has no replaces): not the node's, its pods'.
+//! - Istio's pilot-agent, by `go install` (no replaces either): its
+//!   `istio-iptables` writes Istio's real capture rules into a test pod's
+//!   namespace, and its status server relays a rewritten preStop hook, as
+//!   in an Istio sidecar. Not the node's either.
 //!
 //! runc and the CNI plugins stay Debian's (setup installs them): runc from
 //! the module proxy needs cgo and libseccomp, and Debian's 1.1.5 runs every
@@ -35,6 +39,10 @@ pub const CONTAINERD: &str = "v2.4.2";
 pub const CRICTL: &str = "v1.37.0";
 pub const ETCD: &str = "v3.6.17";
 pub const OPA: &str = "v1.22.4";
+/// istio.io/istio at a commit of its 1.31 development (VERSION says 1.31):
+/// the only version of the module the module proxy serves here; no release
+/// tag is.
+pub const ISTIO: &str = "v0.0.0-20260827124520-eed52ebb66ad";
 
 /// The commands built from k8s.io/kubernetes.
 pub const KUBE_COMMANDS: &[&str] = &[
@@ -71,6 +79,7 @@ pub struct Kube {
     containerd: PathBuf,
     etcd: PathBuf,
     opa: PathBuf,
+    istio: PathBuf,
 }
 
 impl Kube {
@@ -80,6 +89,7 @@ impl Kube {
         let dir = match name {
             "etcd" => &self.etcd,
             "opa" => &self.opa,
+            "pilot-agent" => &self.istio,
             "containerd" | "containerd-shim-runc-v2" | "ctr" | "crictl" => &self.containerd,
             _ => &self.kube,
         };
@@ -91,7 +101,7 @@ impl Kube {
     /// this process's PATH and the sbin directories (the kubelet and
     /// kube-proxy run iptables, mount and friends).
     pub fn path_env(&self) -> String {
-        let dirs = [&self.kube, &self.containerd, &self.etcd];
+        let dirs = [&self.kube, &self.containerd, &self.etcd, &self.istio];
         let mut path: Vec<String> = dirs.iter().map(|d| d.join("bin").display().to_string()).collect();
         let inherited = std::env::var("PATH").unwrap_or_default();
         path.extend(inherited.split(':').filter(|d| !d.is_empty()).map(str::to_string));
@@ -120,6 +130,7 @@ pub fn ensure(asked: &str) -> anyhow::Result<Kube> {
     let containerd = tools.join(format!("containerd-{CONTAINERD}"));
     let etcd = tools.join(format!("etcd-{ETCD}"));
     let opa = tools.join(format!("opa-{OPA}"));
+    let istio = tools.join(format!("istio-{ISTIO}"));
     let mut bins: Vec<&str> = KUBE_COMMANDS.to_vec();
     bins.push("pause");
     cached_or(
@@ -150,6 +161,19 @@ pub fn ensure(asked: &str) -> anyhow::Result<Kube> {
             "-s -w",
         )
     })?;
+    cached_or(
+        &istio,
+        "Istio's pilot-agent",
+        &["pilot-agent"],
+        "about 3 minutes cold",
+        |dir| {
+            gomod::install(
+                &dir.join("bin"),
+                &[format!("istio.io/istio/pilot/cmd/pilot-agent@{ISTIO}")],
+                "-s -w",
+            )
+        },
+    )?;
     built(version)
 }
 
@@ -174,6 +198,7 @@ pub fn built(asked: &str) -> anyhow::Result<Kube> {
         containerd: tools.join(format!("containerd-{CONTAINERD}")),
         etcd: tools.join(format!("etcd-{ETCD}")),
         opa: tools.join(format!("opa-{OPA}")),
+        istio: tools.join(format!("istio-{ISTIO}")),
     })
 }
 

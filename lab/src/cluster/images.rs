@@ -12,6 +12,9 @@
 //!   unprivileged image runs it (port 8080, writes only to /tmp);
 //! - OPA as its static image is, `/opa` alone `FROM scratch`, from the
 //!   binary built here (see `build`);
+//! - Istio's sidecar (proxyv2) as the tests need it: the real pilot-agent
+//!   built here, with the stand-in in Envoy's place for inbound
+//!   passthrough (Envoy cannot be built here);
 //! - stand-ins for the programs that cannot be had here (Envoy,
 //!   coraza-spoa): `graceful-stand-in` in each role, named for the role,
 //!   never with the upstream names; and a test app, for the benchmarks and
@@ -48,6 +51,8 @@ pub const WAF_AGENT: &str = "localhost/stand-in/waf-agent:0.1.0";
 pub const TEST_APP: &str = "localhost/graceful-test/app:0.1.0";
 /// OPA, built here (`build::OPA` without its `v`).
 pub const OPA: &str = "localhost/opa:1.22.4";
+/// Istio's sidecar: pilot-agent built here, the stand-in as Envoy.
+pub const ISTIO_PROXY: &str = "localhost/stand-in/istio-proxy:1.31-dev";
 
 /// busybox applets an image's hooks and operators may call.
 const APPLETS: &[&str] = &[
@@ -180,6 +185,35 @@ fn opa(kube: &Kube) -> anyhow::Result<(Image<'static>, Rootfs)> {
             labels: labels(&[(
                 "graceful.dev/built-from",
                 format!("github.com/open-policy-agent/opa {}", super::build::OPA),
+            )]),
+        },
+        r,
+    ))
+}
+
+/// Istio's sidecar as a test pod runs it: `pilot-agent proxy sidecar` (its
+/// status server relays a rewritten preStop hook) with Envoy disabled, and
+/// the stand-in on 15006 as Envoy's inbound passthrough (from 127.0.0.6),
+/// started by busybox's sh.
+fn istio_proxy(kube: &Kube, bins: &Binaries) -> anyhow::Result<(Image<'static>, Rootfs)> {
+    let mut r = Rootfs::new();
+    r.busybox(APPLETS)?
+        .copy(&bins.stand_in, "/stand-in", 0o755)?
+        .copy(&kube.bin("pilot-agent"), "/usr/local/bin/pilot-agent", 0o755)?;
+    passwd(&mut r, &[]);
+    Ok((
+        Image {
+            name: ISTIO_PROXY,
+            entrypoint: strs(&[
+                "sh",
+                "-c",
+                "/stand-in mesh-proxy --passthrough 0.0.0.0:15006=127.0.0.6 & exec /usr/local/bin/pilot-agent proxy sidecar",
+            ]),
+            cmd: vec![],
+            stop_signal: None,
+            labels: labels(&[(
+                "graceful.dev/built-from",
+                format!("istio.io/istio/pilot/cmd/pilot-agent {}", super::build::ISTIO),
             )]),
         },
         r,
@@ -368,6 +402,7 @@ pub fn import(paths: &Paths, bins: &Binaries, kube: &Kube) -> anyhow::Result<Str
         nginx_unprivileged()?,
         haproxy()?,
         opa(kube)?,
+        istio_proxy(kube, bins)?,
         stand_in(
             bins,
             MESH_PROXY,

@@ -40,6 +40,20 @@ pub struct Args {
     /// its backend. Repeatable.
     #[arg(long, value_name = "LISTEN=UPSTREAM", value_parser = parse_forward)]
     outbound: Vec<Forward>,
+    /// LISTEN=SOURCE, e.g. 0.0.0.0:15006=127.0.0.6: Istio's inbound
+    /// passthrough. Accepts what the pod's capture redirected there and
+    /// connects to where it was going (SO_ORIGINAL_DST), from SOURCE, as
+    /// Envoy's inbound passthrough cluster does from 127.0.0.6.
+    #[arg(long, value_name = "LISTEN=SOURCE", value_parser = parse_passthrough)]
+    passthrough: Vec<(String, std::net::Ipv4Addr)>,
+}
+
+fn parse_passthrough(s: &str) -> Result<(String, std::net::Ipv4Addr), String> {
+    let (listen, source) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s}: expected LISTEN=SOURCE"))?;
+    let source = source.parse().map_err(|e| format!("{source}: {e}"))?;
+    Ok((listen.to_string(), source))
 }
 
 #[derive(Clone, Debug)]
@@ -98,8 +112,17 @@ fn pipe(mut from: TcpStream, mut to: TcpStream) {
     }
 }
 
-fn forward(client: TcpStream, upstream: &str, _open: Open) {
-    let server = match connect(upstream) {
+fn forward(client: TcpStream, upstream: &str, open: Open) {
+    forward_to(client, upstream, || connect(upstream), open)
+}
+
+fn forward_to(
+    client: TcpStream,
+    upstream: &str,
+    connect: impl FnOnce() -> io::Result<TcpStream>,
+    _open: Open,
+) {
+    let server = match connect() {
         Ok(s) => s,
         Err(e) => {
             eprintln!("mesh-proxy: connect to {upstream}: {e}");
@@ -119,8 +142,8 @@ fn forward(client: TcpStream, upstream: &str, _open: Open) {
 }
 
 pub fn run(args: Args, signals: Signals) -> Result<()> {
-    if args.inbound.is_empty() && args.outbound.is_empty() {
-        bail!("mesh-proxy: nothing to forward: give --inbound or --outbound");
+    if args.inbound.is_empty() && args.outbound.is_empty() && args.passthrough.is_empty() {
+        bail!("mesh-proxy: nothing to forward: give --inbound, --outbound or --passthrough");
     }
     let open = Arc::new(AtomicUsize::new(0));
     let mut listeners = Vec::new();
@@ -135,6 +158,27 @@ pub fn run(args: Args, signals: Signals) -> Result<()> {
         })
         .with_context(|| format!("{kind} {}={}", f.listen, f.upstream))?;
         eprintln!("mesh-proxy: {kind} {} -> {}", l.local_addr(), f.upstream);
+        listeners.push(l);
+    }
+    for (listen, source) in &args.passthrough {
+        let (open, source) = (open.clone(), *source);
+        let l = Listener::bind(listen, "mesh-proxy", move |client, _peer| {
+            open.fetch_add(1, Ordering::SeqCst);
+            let open = Open(open.clone());
+            spawn("mesh-proxy", move || {
+                let dst = match crate::mesh::original_dst(&client) {
+                    Ok(d) => d,
+                    Err(e) => return eprintln!("mesh-proxy: passthrough: no original destination: {e}"),
+                };
+                let to = format!("{dst} from {source}");
+                forward_to(client, &to, || crate::mesh::connect_from(dst, Some(source)), open)
+            });
+        })
+        .with_context(|| format!("passthrough {listen}={source}"))?;
+        eprintln!(
+            "mesh-proxy: passthrough {} -> the original destination, from {source}",
+            l.local_addr()
+        );
         listeners.push(l);
     }
 

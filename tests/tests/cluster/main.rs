@@ -13,6 +13,7 @@ mod examples;
 mod gate;
 mod handover;
 mod http_gate;
+mod mesh;
 mod native_sidecars;
 mod pod_security;
 mod policy_opa;

@@ -16,7 +16,7 @@ use graceful_tests::{
 };
 use serde_json::{json, Value};
 
-use crate::require_root;
+use crate::{metric, require_root};
 
 const HOOK: &str = "/drain?policy=drained&settle=100ms&min=0s&max=20s";
 
@@ -116,6 +116,23 @@ fn istio_sidecar_a_hook_relayed_from_127_0_0_6_is_held_once_the_pod_terminates()
         msg.contains("traffic.sidecar.istio.io/excludeInboundPorts: \"9711\"")
             && msg.contains("sidecar.istio.io/rewriteAppHTTPProbers: \"false\""),
         "{msg}"
+    );
+    // The same, where an operator looks: the gauge, `graceful pods`, doctor.
+    assert_eq!(metric(&s.agent, "graceful_http_gates_meshed"), 1);
+    let pods = graceful_tests::agent::graceful(&s.agent.pin_dir, &["pods"]);
+    let pods = String::from_utf8_lossy(&pods.stdout);
+    assert!(
+        pods.lines()
+            .any(|l| l.starts_with("warning: ") && l.contains("Istio's sidecar relays")),
+        "{pods}"
+    );
+    let doctor = graceful_tests::agent::graceful(&s.agent.pin_dir, &["doctor", "--no-load"]);
+    let doctor = String::from_utf8_lossy(&doctor.stdout);
+    assert!(
+        doctor
+            .lines()
+            .any(|l| l.starts_with("warn mesh") && l.contains("1 pods' httpGet gate hooks")),
+        "{doctor}"
     );
 }
 

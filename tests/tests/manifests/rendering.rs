@@ -228,6 +228,7 @@ pub(super) fn drain_fits(
             spec.containers.iter().map(|c| c.name.as_str()),
             &sidecars,
         ),
+        mesh_ports: Vec::new(),
     };
     let acc = settings::resolve(req, &facts, BUDGET);
     if !acc.warnings.is_empty() {

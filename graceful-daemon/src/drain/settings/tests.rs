@@ -10,7 +10,17 @@ fn facts(annotations: &[(&str, &str)], grace: Option<i64>) -> PodFacts {
         grace_period_seconds: grace,
         deletion_requested_unix_ms: None,
         stop_ranks: Default::default(),
+        mesh_ports: Vec::new(),
     }
+}
+
+#[test]
+fn a_mesh_proxys_own_ports_are_left_out_beside_what_is_asked() {
+    let mut f = facts(&[("graceful.dev/ignore-ports", "9090,15020")], Some(30));
+    f.mesh_ports = vec![15020, 15021, 15090];
+    let a = resolve(&DrainRequest::default(), &f, BUDGET);
+    assert_eq!(a.ignore_ports, vec![9090, 15020, 15021, 15090]);
+    assert!(a.warnings.is_empty(), "{:?}", a.warnings);
 }
 
 const BUDGET: Duration = Duration::from_secs(5);

@@ -19,12 +19,15 @@
 //!   (`fd16:9254:7127:1337:ffff:ffff:ffff:ffff`), the kubelet's included,
 //!   and the request reaches the gate directly.
 //!
-//! What the gate then admits, and why it is safe, is in
-//! [`super::peers`].
+//! What the httpGet gate then admits, and why it is safe, is in
+//! [`crate::httpgate::peers`]. The proxy's own ports (status, health,
+//! metrics) carry no app traffic, but the kubelet's hooks and probes to
+//! them are the pod's inbound connections: a drain leaves them out
+//! ([`own_ports`]).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use crate::kube::PodInfo;
+use super::PodInfo;
 
 /// The address istio-cni SNATs the node's connections to an ambient pod to
 /// (Istio's `HOST_PROBE_SNAT_IP`, and its IPv6 twin).
@@ -88,17 +91,36 @@ impl Mesh {
             }
     }
 
-    /// When the hook goes through a classic sidecar proxy: the proxy gets
-    /// its SIGTERM with the app's hook, and a hook held through it is cut
-    /// when it exits. What to set so that the kubelet reaches the gate
-    /// without it, in one line.
+    /// What the mesh does to the hook that no rule of the gate can mend,
+    /// in one line with what to set; `None` when the hook works as it is.
+    /// Two things:
+    /// - a classic sidecar proxy that relays the hook gets its SIGTERM at
+    ///   the deletion, with the app's hook, and cuts the hook when it exits
+    ///   (measured on the node: Istio's, 0.6 s after the deletion);
+    /// - a hook relayed through the proxy's inbound port (Istio's 15006
+    ///   with the rewrite off, Linkerd's 4143) is a connection the drain
+    ///   cannot tell from the app's traffic, which it shares the port with:
+    ///   the drain counts it and runs to its deadline. (Istio's rewritten
+    ///   hook comes in on the status port, which a drain leaves out.)
     pub fn warning(&self, port: u16) -> Option<String> {
-        match self {
+        match *self {
             Mesh::IstioSidecar { native: false, .. } if self.proxied() => Some(format!(
-                "Istio's sidecar relays this pod's preStop hook to the httpGet gate (port {port}); the sidecar stops at the deletion (after terminationDrainDuration, 5 s by default) and cuts the hook it relays: annotate the pod traffic.sidecar.istio.io/excludeInboundPorts: \"{port}\" and sidecar.istio.io/rewriteAppHTTPProbers: \"false\", run istio-proxy as a native sidecar, or use graceful.dev/gate: socket"
+                "Istio's sidecar relays this pod's preStop hook to the httpGet gate (port {port}); it stops at the deletion and cuts the hook it relays: run istio-proxy as a native sidecar, annotate the pod traffic.sidecar.istio.io/excludeInboundPorts: \"{port}\" and sidecar.istio.io/rewriteAppHTTPProbers: \"false\", or use graceful.dev/gate: socket"
             )),
-            Mesh::Linkerd { native: false, .. } if self.proxied() => Some(format!(
-                "Linkerd's proxy relays this pod's preStop hook to the httpGet gate (port {port}); the proxy stops at the deletion and cuts the hook it relays: annotate the pod config.linkerd.io/skip-inbound-ports: \"{port}\", run linkerd-proxy as a native sidecar, or use graceful.dev/gate: socket"
+            Mesh::IstioSidecar {
+                rewritten: false,
+                port_excluded: false,
+                ..
+            } => Some(format!(
+                "Istio captures the httpGet gate's port {port} and Envoy passes the kubelet's hook through its inbound port, where the drain counts it as the app's traffic: the drain runs to its deadline; leave sidecar.istio.io/rewriteAppHTTPProbers on, annotate the pod traffic.sidecar.istio.io/excludeInboundPorts: \"{port}\", or use graceful.dev/gate: socket"
+            )),
+            Mesh::Linkerd { port_skipped: false, native } => Some(format!(
+                "Linkerd's proxy relays this pod's preStop hook to the httpGet gate (port {port}) through its inbound port, {}: annotate the pod config.linkerd.io/skip-inbound-ports: \"{port}\", or use graceful.dev/gate: socket",
+                if native {
+                    "where the drain counts it as the app's traffic and runs to its deadline"
+                } else {
+                    "and cuts it when it stops at the deletion"
+                }
             )),
             _ => None,
         }
@@ -128,8 +150,7 @@ pub fn of(pod: &PodInfo, port: u16) -> Option<Mesh> {
         return Some(Mesh::IstioAmbient);
     }
     let container = |name: &str| pod.containers.iter().find(|c| c.name == name);
-    let native =
-        |name: &str| container(name).is_some_and(|c| c.kind == crate::kube::pod::ContainerKind::Sidecar);
+    let native = |name: &str| container(name).is_some_and(|c| c.kind == super::pod::ContainerKind::Sidecar);
     if ann("sidecar.istio.io/status").is_some() || container("istio-proxy").is_some() {
         let excluded = ann("traffic.sidecar.istio.io/excludeInboundPorts").is_some_and(|l| names(l, port));
         let included = match ann("traffic.sidecar.istio.io/includeInboundPorts") {
@@ -151,15 +172,15 @@ pub fn of(pod: &PodInfo, port: u16) -> Option<Mesh> {
     None
 }
 
-/// What `pod`'s mesh would do to its httpGet gate's hook, before any
-/// deletion: the warning of [`Mesh::warning`], for a pod opted in to the
-/// httpGet gate whose classic sidecar proxy relays the hook.
-pub fn warning_for(pod: &PodInfo) -> Option<String> {
-    match super::optin::want(pod) {
-        super::optin::Want::Listen(crate::handover::wire::Endpoint::Port(port)) => {
-            of(pod, port)?.warning(port)
-        }
-        _ => None,
+/// The ports of `pod`'s sidecar proxy that carry no app traffic: Istio's
+/// status port (15020: the kubelet's rewritten probes and hooks), Envoy's
+/// health (15021) and metrics (15090); Linkerd's admin port (4191: probes
+/// and metrics). Ambient has no proxy in the pod.
+pub fn own_ports(pod: &PodInfo) -> &'static [u16] {
+    match of(pod, 0) {
+        Some(Mesh::IstioSidecar { .. }) => &[15020, 15021, 15090],
+        Some(Mesh::Linkerd { .. }) => &[4191],
+        _ => &[],
     }
 }
 

@@ -96,6 +96,7 @@ fn the_opt_outs_take_the_proxy_off_the_hooks_path() {
 
 #[test]
 fn a_classic_sidecar_that_relays_the_hook_is_warned_of_with_the_annotations_to_add() {
+    use crate::httpgate::optin::mesh_warning as warning_for;
     let w = warning_for(&pod(&[], &[("istio-proxy", false)])).unwrap();
     assert!(
         w.contains("traffic.sidecar.istio.io/excludeInboundPorts: \"9711\"")
@@ -142,4 +143,18 @@ fn only_ambients_own_address_stands_for_the_node() {
         native: false,
     };
     assert!(!sidecar.node_alias(v4));
+}
+
+#[test]
+fn a_drain_leaves_out_the_proxys_own_ports() {
+    assert_eq!(
+        own_ports(&pod(&[], &[("istio-proxy", true)])),
+        &[15020, 15021, 15090]
+    );
+    assert_eq!(
+        own_ports(&pod(&[("linkerd.io/proxy-version", "x")], &[])),
+        &[4191]
+    );
+    assert!(own_ports(&pod(&[("ambient.istio.io/redirection", "enabled")], &[])).is_empty());
+    assert!(own_ports(&pod(&[], &[])).is_empty());
 }
