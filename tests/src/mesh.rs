@@ -109,8 +109,13 @@ pub fn istio_sidecar_capture(pod: &NetNs) {
 }
 
 /// Linkerd's inbound capture in the pod's namespace: every TCP port but
-/// the proxy's own (4190, 4191) to 4143.
-pub fn linkerd_capture(pod: &NetNs) {
+/// the proxy's own (4190, 4191) and `skip` (`config.linkerd.io/skip-inbound-
+/// ports`, comma-separated) to 4143.
+pub fn linkerd_capture(pod: &NetNs, skip: &str) {
+    let own = match skip {
+        "" => "4190,4191".to_string(),
+        more => format!("4190,4191,{more}"),
+    };
     iptables(
         pod,
         &[
@@ -123,7 +128,7 @@ pub fn linkerd_capture(pod: &NetNs) {
                 "-m",
                 "multiport",
                 "--dports",
-                "4190,4191",
+                &own,
                 "-j",
                 "RETURN",
             ],

@@ -40,19 +40,24 @@ pub struct Args {
     /// its backend. Repeatable.
     #[arg(long, value_name = "LISTEN=UPSTREAM", value_parser = parse_forward)]
     outbound: Vec<Forward>,
-    /// LISTEN=SOURCE, e.g. 0.0.0.0:15006=127.0.0.6: Istio's inbound
+    /// LISTEN=SOURCE, e.g. 0.0.0.0:15006=127.0.0.6: a mesh's inbound
     /// passthrough. Accepts what the pod's capture redirected there and
     /// connects to where it was going (SO_ORIGINAL_DST), from SOURCE, as
-    /// Envoy's inbound passthrough cluster does from 127.0.0.6.
+    /// Envoy's inbound passthrough cluster does from 127.0.0.6; SOURCE `-`
+    /// connects without binding, as Linkerd's proxy does (from the pod's
+    /// own address).
     #[arg(long, value_name = "LISTEN=SOURCE", value_parser = parse_passthrough)]
-    passthrough: Vec<(String, std::net::Ipv4Addr)>,
+    passthrough: Vec<(String, Option<std::net::Ipv4Addr>)>,
 }
 
-fn parse_passthrough(s: &str) -> Result<(String, std::net::Ipv4Addr), String> {
+fn parse_passthrough(s: &str) -> Result<(String, Option<std::net::Ipv4Addr>), String> {
     let (listen, source) = s
         .split_once('=')
         .ok_or_else(|| format!("{s}: expected LISTEN=SOURCE"))?;
-    let source = source.parse().map_err(|e| format!("{source}: {e}"))?;
+    let source = match source {
+        "-" => None,
+        ip => Some(ip.parse().map_err(|e| format!("{ip}: {e}"))?),
+    };
     Ok((listen.to_string(), source))
 }
 
@@ -170,14 +175,15 @@ pub fn run(args: Args, signals: Signals) -> Result<()> {
                     Ok(d) => d,
                     Err(e) => return eprintln!("mesh-proxy: passthrough: no original destination: {e}"),
                 };
-                let to = format!("{dst} from {source}");
-                forward_to(client, &to, || crate::mesh::connect_from(dst, Some(source)), open)
+                let to = format!("{dst} from {source:?}");
+                forward_to(client, &to, || crate::mesh::connect_from(dst, source), open)
             });
         })
-        .with_context(|| format!("passthrough {listen}={source}"))?;
+        .with_context(|| format!("passthrough {listen}={source:?}"))?;
         eprintln!(
-            "mesh-proxy: passthrough {} -> the original destination, from {source}",
-            l.local_addr()
+            "mesh-proxy: passthrough {} -> the original destination, from {}",
+            l.local_addr(),
+            source.map_or("the pod's address".to_string(), |s| s.to_string())
         );
         listeners.push(l);
     }

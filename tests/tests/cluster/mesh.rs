@@ -422,3 +422,122 @@ fn istio_ambient_the_kubelets_hook_from_169_254_7_127_is_held_for_an_enrolled_po
     assert!(released(0) && exits[0] >= 3.0, "enrolled: {:.2} s", exits[0]);
     assert!(!released(1) && exits[1] < 3.0, "unenrolled: {:.2} s", exits[1]);
 }
+
+/// Linkerd, on the node: proxy-init's rules (written as it writes them: it
+/// cannot be had here) in each pod's namespace, and the stand-in as
+/// linkerd-proxy, connecting to the original destination without binding,
+/// from the pod's own address. The hook asks for min 3 s, max 6 s. Three
+/// pods deleted together:
+/// - classic proxy: it stops at the deletion and cuts the relayed hook;
+/// - native proxy: the relayed hook comes through its inbound port 4143,
+///   where the drain counts it with the app's traffic: to the deadline;
+/// - `skip-inbound-ports` the gate's port: the kubelet calls the gate
+///   directly, held and released.
+///
+/// The first two are warned of before the deletion (`HttpGateMeshed`).
+#[test]
+fn linkerd_each_form_of_the_proxy_and_the_port_skipped() {
+    let (cluster, _serial) = crate::node();
+    let ways = ["classic", "native", "skipped"];
+    let spaces: Vec<Namespace> = ways.iter().map(|n| Namespace::create(&cluster, n)).collect();
+    for (way, ns) in ways.iter().zip(&spaces) {
+        apply_into(&cluster, ns, "web-http-gate", |o| {
+            if o["kind"] != "Deployment" {
+                return;
+            }
+            o["spec"]["replicas"] = json!(1);
+            let t = &mut o["spec"]["template"];
+            let a = &mut t["metadata"]["annotations"];
+            a["linkerd.io/proxy-version"] = json!("stand-in");
+            if *way == "skipped" {
+                a["config.linkerd.io/skip-inbound-ports"] = json!("9711");
+            }
+            t["spec"]["containers"][0]["lifecycle"]["preStop"]["httpGet"]["path"] =
+                json!("/drain?policy=drained&min=3s&max=6s");
+            let mut proxy = json!({
+                "name": "linkerd-proxy",
+                "image": "localhost/stand-in/mesh-proxy:0.1.0",
+                "args": ["--passthrough", "0.0.0.0:4143=-"],
+                "securityContext": {"runAsUser": 2102},
+            });
+            if *way == "native" {
+                proxy["restartPolicy"] = json!("Always");
+                t["spec"]["initContainers"] = json!([proxy]);
+            } else {
+                t["spec"]["containers"].as_array_mut().unwrap().push(proxy);
+            }
+        });
+    }
+    let pods: Vec<Pod> = spaces
+        .iter()
+        .map(|ns| Pod::wait_ready(ns, "app.kubernetes.io/name=web", 1, 120).remove(0))
+        .collect();
+    for (way, p) in ways.iter().zip(&pods) {
+        graceful_tests::mesh::linkerd_capture(&p.netns(), if *way == "skipped" { "9711" } else { "" });
+    }
+    let warned = |i: usize| {
+        events_of(&spaces[i], &pods[i].uid)
+            .iter()
+            .any(|(r, _)| r == "HttpGateMeshed")
+    };
+    graceful_tests::wait_for(20, "the HttpGateMeshed Events", || {
+        (warned(0) && warned(1)).then_some(())
+    });
+    assert!(!warned(2), "the skipped port was warned of");
+
+    let deleted = std::time::Instant::now();
+    for (ns, p) in spaces.iter().zip(&pods) {
+        ns.kubectl(&["delete", "pod", &p.name, "--wait=false"]);
+    }
+    let exits: Vec<f64> = std::thread::scope(|t| {
+        let watchers: Vec<_> = pods
+            .iter()
+            .map(|p| {
+                t.spawn(move || {
+                    p.wait_exit("web", Duration::from_secs(60))
+                        .expect("the app exited")
+                })
+            })
+            .collect();
+        watchers
+            .into_iter()
+            .map(|w| w.join().unwrap().duration_since(deleted).as_secs_f64())
+            .collect()
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    let reasons = |i: usize| -> Vec<String> {
+        events_by(&spaces[i], &pods[i].uid, "kubelet")
+            .into_iter()
+            .chain(events_of(&spaces[i], &pods[i].uid))
+            .map(|(r, _)| r)
+            .filter(|r| {
+                [
+                    "FailedPreStopHook",
+                    "DrainReleased",
+                    "DrainDeadline",
+                    "HttpGateMeshed",
+                ]
+                .contains(&r.as_str())
+            })
+            .collect()
+    };
+    for (i, way) in ways.iter().enumerate() {
+        eprintln!(
+            "    linkerd, {way:<8} the app's SIGTERM {:.2} s after the deletion; {}",
+            exits[i],
+            reasons(i).join(", ")
+        );
+    }
+    assert!(
+        reasons(0).contains(&"FailedPreStopHook".to_string()) && exits[0] < 3.0,
+        "classic"
+    );
+    assert!(
+        reasons(1).contains(&"DrainDeadline".to_string()) && exits[1] >= 6.0,
+        "native"
+    );
+    assert!(
+        reasons(2).contains(&"DrainReleased".to_string()) && exits[2] >= 3.0,
+        "skipped"
+    );
+}

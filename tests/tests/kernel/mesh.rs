@@ -141,7 +141,7 @@ fn linkerd_a_hook_relayed_from_the_pods_own_address_is_held_once_the_pod_termina
     require_root!();
     let mut s = Scene::new(json!({"graceful.dev/gate": "http"}));
     wait_listening(&s.net.b, PORT, 10);
-    mesh::linkerd_capture(&s.net.b);
+    mesh::linkerd_capture(&s.net.b, "");
     let _proxy = Relay::start(&s.net.b, mesh::LINKERD_INBOUND, None);
     let meshed = json!({
         "graceful.dev/gate": "http",
