@@ -156,6 +156,33 @@ fn certs(cluster: &Cluster, ns: &Namespace) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Deletes each pod (one in each namespace) at once; seconds from then to
+/// each app's exit, watched at once, since they stop in any order. The
+/// kubelet's Events follow within the second waited after.
+fn delete_together(spaces: &[Namespace], pods: &[Pod]) -> Vec<f64> {
+    let deleted = std::time::Instant::now();
+    for (ns, p) in spaces.iter().zip(pods) {
+        ns.kubectl(&["delete", "pod", &p.name, "--wait=false"]);
+    }
+    let exits = std::thread::scope(|t| {
+        let watchers: Vec<_> = pods
+            .iter()
+            .map(|p| {
+                t.spawn(move || {
+                    p.wait_exit("web", Duration::from_secs(60))
+                        .expect("the app exited")
+                })
+            })
+            .collect();
+        watchers
+            .into_iter()
+            .map(|w| w.join().unwrap().duration_since(deleted).as_secs_f64())
+            .collect()
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    exits
+}
+
 struct Outcome {
     name: &'static str,
     exit_s: f64,
@@ -220,27 +247,7 @@ fn istio_sidecar_with_its_own_iptables_and_pilot_agent_each_form_of_the_hook() {
         );
     }
 
-    let deleted = std::time::Instant::now();
-    for (ns, p) in spaces.iter().zip(&pods) {
-        ns.kubectl(&["delete", "pod", &p.name, "--wait=false"]);
-    }
-    // Each app's exit watched at once: they stop in any order.
-    let exits: Vec<f64> = std::thread::scope(|t| {
-        let watchers: Vec<_> = pods
-            .iter()
-            .map(|p| {
-                t.spawn(move || {
-                    p.wait_exit("web", Duration::from_secs(60))
-                        .expect("the app exited")
-                })
-            })
-            .collect();
-        watchers
-            .into_iter()
-            .map(|w| w.join().unwrap().duration_since(deleted).as_secs_f64())
-            .collect()
-    });
-    std::thread::sleep(Duration::from_secs(1));
+    let exits = delete_together(&spaces, &pods);
     let outcomes: Vec<Outcome> = VARIANTS
         .iter()
         .zip(spaces.iter().zip(&pods))
@@ -387,26 +394,7 @@ fn istio_ambient_the_kubelets_hook_from_169_254_7_127_is_held_for_an_enrolled_po
             AmbientSnat::add(&ip)
         })
         .collect();
-    let deleted = std::time::Instant::now();
-    for (ns, p) in spaces.iter().zip(&pods) {
-        ns.kubectl(&["delete", "pod", &p.name, "--wait=false"]);
-    }
-    let exits: Vec<f64> = std::thread::scope(|t| {
-        let watchers: Vec<_> = pods
-            .iter()
-            .map(|p| {
-                t.spawn(move || {
-                    p.wait_exit("web", Duration::from_secs(60))
-                        .expect("the app exited")
-                })
-            })
-            .collect();
-        watchers
-            .into_iter()
-            .map(|w| w.join().unwrap().duration_since(deleted).as_secs_f64())
-            .collect()
-    });
-    std::thread::sleep(Duration::from_secs(1));
+    let exits = delete_together(&spaces, &pods);
     for (((name, _), exit_s), (ns, p)) in ways.iter().zip(&exits).zip(spaces.iter().zip(&pods)) {
         let ev: Vec<String> = events_of(ns, &p.uid).into_iter().map(|(r, _)| r).collect();
         eprintln!(
@@ -485,26 +473,7 @@ fn linkerd_each_form_of_the_proxy_and_the_port_skipped() {
     });
     assert!(!warned(2), "the skipped port was warned of");
 
-    let deleted = std::time::Instant::now();
-    for (ns, p) in spaces.iter().zip(&pods) {
-        ns.kubectl(&["delete", "pod", &p.name, "--wait=false"]);
-    }
-    let exits: Vec<f64> = std::thread::scope(|t| {
-        let watchers: Vec<_> = pods
-            .iter()
-            .map(|p| {
-                t.spawn(move || {
-                    p.wait_exit("web", Duration::from_secs(60))
-                        .expect("the app exited")
-                })
-            })
-            .collect();
-        watchers
-            .into_iter()
-            .map(|w| w.join().unwrap().duration_since(deleted).as_secs_f64())
-            .collect()
-    });
-    std::thread::sleep(Duration::from_secs(1));
+    let exits = delete_together(&spaces, &pods);
     let reasons = |i: usize| -> Vec<String> {
         events_by(&spaces[i], &pods[i].uid, "kubelet")
             .into_iter()
