@@ -105,43 +105,42 @@ fn json_string(s: &str) -> String {
     out
 }
 
-/// `500ms`, `2s`, `1m`, `1m30s`; a bare number is seconds.
-pub fn duration(s: &str) -> Result<Duration, String> {
-    let bad = || format!("invalid duration {s:?}: write it like 500ms, 2s or 1m");
-    if let Ok(n) = s.parse::<u64>() {
-        return Ok(Duration::from_secs(n));
-    }
-    let mut total = Duration::ZERO;
-    let mut rest = s;
-    if rest.is_empty() {
-        return Err(bad());
-    }
-    while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
-        if digits == 0 {
-            return Err(bad());
+/// A duration flag's value, in the one syntax every flag, annotation and
+/// query of graceful takes ([`graceful_api::duration::parse`]: `500ms`,
+/// `1.5s`, `1m30s`; a bare number is seconds).
+fn duration(flag: &str, s: &str) -> Result<Duration, String> {
+    graceful_api::duration::parse(s).map_err(|e| format!("{flag}: {e}"))
+}
+
+/// Why the flags were not taken.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ArgsError {
+    /// `-h` or `--help`: the usage is the answer, and no error.
+    Help,
+    /// A bad flag or value, in one line.
+    Bad(String),
+}
+
+impl std::fmt::Display for ArgsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ArgsError::Help => f.write_str(USAGE),
+            ArgsError::Bad(e) => f.write_str(e),
         }
-        let n: u64 = rest[..digits].parse().map_err(|_| bad())?;
-        rest = &rest[digits..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
-        let d = match &rest[..unit_len] {
-            "ms" => Duration::from_millis(n),
-            "s" => Duration::from_secs(n),
-            "m" => Duration::from_secs(n.saturating_mul(60)),
-            "h" => Duration::from_secs(n.saturating_mul(3600)),
-            _ => return Err(bad()),
-        };
-        total = total.saturating_add(d);
-        rest = &rest[unit_len..];
     }
-    Ok(total)
+}
+
+impl From<String> for ArgsError {
+    fn from(e: String) -> Self {
+        ArgsError::Bad(e)
+    }
 }
 
 /// Parses flags over the environment's defaults (`GRACEFUL_SOCKET`).
 pub fn parse(
     argv: impl IntoIterator<Item = String>,
     env: impl Fn(&str) -> Option<String>,
-) -> Result<Args, String> {
+) -> Result<Args, ArgsError> {
     let mut a = Args::default();
     if let Some(s) = env("GRACEFUL_SOCKET") {
         a.socket = s;
@@ -153,7 +152,7 @@ pub fn parse(
             None => (flag.clone(), None),
         };
         if name == "-h" || name == "--help" {
-            return Err(USAGE.into());
+            return Err(ArgsError::Help);
         }
         let mut value = || {
             inline
@@ -166,23 +165,23 @@ pub fn parse(
             "--policy" => {
                 let p = value()?;
                 if p != "drained" && p != "quiet" {
-                    return Err(format!("--policy must be drained or quiet, not {p:?}"));
+                    return Err(format!("--policy must be drained or quiet, not {p:?}").into());
                 }
                 a.policy = Some(p);
             }
             "--scope" => {
                 let s = value()?;
                 if s != "pod" && s != "container" {
-                    return Err(format!("--scope must be pod or container, not {s:?}"));
+                    return Err(format!("--scope must be pod or container, not {s:?}").into());
                 }
                 a.scope = Some(s);
             }
-            "--min" => a.min = Some(duration(&value()?)?),
-            "--max" => a.max = Some(duration(&value()?)?),
-            "--settle" => a.settle = Some(duration(&value()?)?),
-            "--quiet" => a.quiet = Some(duration(&value()?)?),
-            "--connect-timeout" => a.connect_timeout = duration(&value()?)?,
-            "--fallback-sleep" => a.fallback_sleep = duration(&value()?)?,
+            "--min" => a.min = Some(duration("--min", &value()?)?),
+            "--max" => a.max = Some(duration("--max", &value()?)?),
+            "--settle" => a.settle = Some(duration("--settle", &value()?)?),
+            "--quiet" => a.quiet = Some(duration("--quiet", &value()?)?),
+            "--connect-timeout" => a.connect_timeout = duration("--connect-timeout", &value()?)?,
+            "--fallback-sleep" => a.fallback_sleep = duration("--fallback-sleep", &value()?)?,
             "--after-containers" => {
                 a.after_containers = Some(
                     value()?
@@ -194,11 +193,11 @@ pub fn parse(
             }
             "--ignore-ports" => a.ignore_ports = Some(value()?),
             "--ignore-peers" => a.ignore_peers = Some(value()?),
-            other => return Err(format!("unknown flag {other}\n{USAGE}")),
+            other => return Err(format!("unknown flag {other}\n{USAGE}").into()),
         }
     }
     if a.max.is_some_and(|m| m.is_zero()) {
-        return Err("--max must be above zero".into());
+        return Err(ArgsError::Bad("--max must be above zero".into()));
     }
     Ok(a)
 }

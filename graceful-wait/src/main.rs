@@ -149,6 +149,10 @@ fn main() {
     let started_unix_ms = unix_ms();
     let a = match args::parse(std::env::args().skip(1), |k| std::env::var(k).ok()) {
         Ok(a) => a,
+        Err(args::ArgsError::Help) => {
+            println!("{}", args::USAGE);
+            return;
+        }
         Err(e) => {
             eprintln!("graceful-wait: {e}");
             std::process::exit(2);

@@ -1,6 +1,6 @@
 use super::*;
 
-fn p(args: &[&str]) -> Result<Args, String> {
+fn p(args: &[&str]) -> Result<Args, ArgsError> {
     parse(args.iter().map(|s| s.to_string()), |_| None)
 }
 
@@ -29,12 +29,24 @@ fn flags_and_durations() {
     );
     // Flags left out are left to the pod's annotations and the agent.
     assert_eq!(p(&[]).unwrap().request_json(1), r#"{"started_unix_ms":1}"#);
-    assert_eq!(duration("1m30s"), Ok(Duration::from_secs(90)));
+    assert_eq!(duration("--max", "1m30s"), Ok(Duration::from_secs(90)));
+    // The one syntax of every flag, annotation and query: decimals too.
+    assert_eq!(
+        p(&["--max", "1.5s"]).unwrap().max,
+        Some(Duration::from_millis(1500))
+    );
+    assert_eq!(p(&["--help"]), Err(ArgsError::Help));
+    assert_eq!(
+        p(&["--settle", "soon"]),
+        Err(ArgsError::Bad(
+            "--settle: invalid duration \"soon\": write it like 500ms, 2s or 1m".into()
+        ))
+    );
     assert!(p(&["--policy", "soon"]).is_err());
     assert!(p(&["--min"]).is_err());
     assert!(p(&["--max", "0s"]).is_err());
     assert!(p(&["--bogus"]).is_err());
-    assert!(duration("5x").is_err());
+    assert!(duration("--min", "5x").is_err());
     let env = parse(Vec::new(), |k| {
         (k == "GRACEFUL_SOCKET").then(|| "/x.sock".to_string())
     })
