@@ -120,9 +120,17 @@ pub const DEFAULT: &[&str] = &["6.1", "sid:7.2", "bullseye:5.10"];
 pub const ALL: &[&str] = &["6.1", "6.12", "trixie:6.12", "sid:7.2", "bullseye:5.10"];
 /// Guests booted at once: each takes a host core (single-threaded TCG).
 const AT_ONCE: usize = 2;
-/// The kernel test the guests leave out: the rollout simulation, whose
-/// HAProxy the bare guest has not.
-const ROLLOUT_TEST: &str = "rollout::a_rollout_fails_requests_without_a_hook_and_none_with_the_gate";
+/// The kernel tests the guests leave out, by name: each needs a userland
+/// component the bare guest has not, and proves graceful's logic, not a
+/// kernel's programs; the host run (`cargo xtask test`) runs them. Left out
+/// by name, so the guest's count says so, instead of passing unrun:
+/// - the rollout simulation: HAProxy;
+/// - each mesh's path to the httpGet gate (`mesh::`): iptables, to write
+///   the mesh's NAT rules.
+const LEFT_OUT: [&str; 2] = [
+    "rollout::a_rollout_fails_requests_without_a_hook_and_none_with_the_gate",
+    "mesh::",
+];
 
 /// One row of the summary.
 #[derive(Debug, serde::Serialize)]
@@ -268,14 +276,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         args: [
             format!("--test-threads={}", args.test_threads),
             "--nocapture".into(),
-            // The rollout simulation needs HAProxy, which the bare guest
-            // lacks; it proves the rollout, not a kernel, and the host run
-            // (`cargo xtask test`) runs it. Left out by name, so the
-            // guest's count says so, instead of passing without running.
-            "--skip".into(),
-            ROLLOUT_TEST.into(),
         ]
         .into_iter()
+        .chain(LEFT_OUT.iter().flat_map(|t| ["--skip".to_string(), t.to_string()]))
         .chain(args.test_args.iter().cloned())
         .collect(),
     };
