@@ -278,7 +278,11 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             "--nocapture".into(),
         ]
         .into_iter()
-        .chain(LEFT_OUT.iter().flat_map(|t| ["--skip".to_string(), t.to_string()]))
+        .chain(
+            LEFT_OUT
+                .iter()
+                .flat_map(|t| ["--skip".to_string(), t.to_string()]),
+        )
         .chain(args.test_args.iter().cloned())
         .collect(),
     };
