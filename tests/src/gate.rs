@@ -36,6 +36,13 @@ pub fn hook_at(agent: &Agent, cg: &Cgroup, ns: Option<&NetNs>, socket: &str, arg
     cmd.spawn().unwrap_or_else(|e| panic!("{}: {e}", bin.display()))
 }
 
+/// Waits until the agent's socket gate is bound in the pod's namespace `ns`.
+pub fn wait_socket_gate(ns: &NetNs) {
+    crate::wait_for(10, "the socket gate in the pod's namespace", || {
+        abstract_listening(ns, &pod_socket()).then_some(())
+    });
+}
+
 /// Whether an abstract unix socket named `name` (with its `@`) listens in
 /// `ns`, as `ss` sees it.
 pub fn abstract_listening(ns: &NetNs, name: &str) -> bool {

@@ -53,46 +53,17 @@ pub fn istio_sidecar_capture(pod: &NetNs) {
             &["-N", "ISTIO_INBOUND"],
             &["-N", "ISTIO_IN_REDIRECT"],
             &["-A", "PREROUTING", "-p", "tcp", "-j", "ISTIO_INBOUND"],
-            &[
-                "-A",
-                "ISTIO_INBOUND",
-                "-p",
-                "tcp",
-                "--dport",
-                "15008",
-                "-j",
-                "RETURN",
-            ],
-            &[
-                "-A",
-                "ISTIO_INBOUND",
-                "-p",
-                "tcp",
-                "--dport",
-                "15090",
-                "-j",
-                "RETURN",
-            ],
-            &[
-                "-A",
-                "ISTIO_INBOUND",
-                "-p",
-                "tcp",
-                "--dport",
-                "15021",
-                "-j",
-                "RETURN",
-            ],
-            &[
-                "-A",
-                "ISTIO_INBOUND",
-                "-p",
-                "tcp",
-                "--dport",
-                "15020",
-                "-j",
-                "RETURN",
-            ],
+        ],
+    );
+    for own in ["15008", "15090", "15021", "15020"] {
+        iptables(
+            pod,
+            &[&["-A", "ISTIO_INBOUND", "-p", "tcp", "--dport", own, "-j", "RETURN"]],
+        );
+    }
+    iptables(
+        pod,
+        &[
             &["-A", "ISTIO_INBOUND", "-p", "tcp", "-j", "ISTIO_IN_REDIRECT"],
             &[
                 "-A",

@@ -33,7 +33,7 @@ use super::{
 use crate::{
     cgroupfs::Hierarchy,
     handover::{take::PodListener, wire::Endpoint},
-    kube::{EventPoster, PodEvent, PodInfo, PodRef, PodStore},
+    kube::{EventPoster, PodEvent, PodInfo, PodStore},
     resolver::index::{Change, PodIndex},
     sync,
 };
@@ -321,14 +321,14 @@ impl Gates {
         }
         warn!(pod = %pod.key(), "httpGet gate: {why}");
         st.meshed.insert(pod.uid.clone(), why.clone());
-        let poster = self.events.clone();
-        let pod = PodRef {
-            namespace: pod.namespace.clone(),
-            name: pod.name.clone(),
-            uid: pod.uid.clone(),
-        };
+        self.post(pod, super::MESH_REASON, why);
+    }
+
+    /// Posts a Warning Event on `pod`, off this (blocking) pass.
+    fn post(&self, pod: &PodInfo, reason: &'static str, why: String) {
+        let (poster, pod) = (self.events.clone(), pod.pod_ref());
         tokio::spawn(async move {
-            let _ = poster.post_event(&pod, super::MESH_REASON, &why, true).await;
+            let _ = poster.post_event(&pod, reason, &why, true).await;
         });
     }
 
@@ -341,15 +341,7 @@ impl Gates {
         warn!(pod = %pod.key(), "pod gate refused: {why}");
         self.ctx.drainer.metrics.error("http_gate_refused");
         st.refused.insert(pod.uid.clone(), why.clone());
-        let poster = self.events.clone();
-        let pod = PodRef {
-            namespace: pod.namespace.clone(),
-            name: pod.name.clone(),
-            uid: pod.uid.clone(),
-        };
-        tokio::spawn(async move {
-            let _ = poster.post_event(&pod, REFUSED_REASON, &why, true).await;
-        });
+        self.post(pod, REFUSED_REASON, why);
     }
 }
 

@@ -34,7 +34,7 @@ use crate::{
         wire::{HttpHook, Record},
     },
     http_conn,
-    kube::{EventPoster, PodRef, PodStore},
+    kube::{EventPoster, PodStore},
     reply::{error, json, Body},
     share::Shares,
     sync,
@@ -113,12 +113,7 @@ impl Gate {
         if !pod.terminating() || self.mesh_posted.swap(true, Ordering::AcqRel) {
             return;
         }
-        let (poster, why) = (ctx.events.clone(), why.to_string());
-        let pod = PodRef {
-            namespace: pod.namespace.clone(),
-            name: pod.name.clone(),
-            uid: pod.uid.clone(),
-        };
+        let (poster, why, pod) = (ctx.events.clone(), why.to_string(), pod.pod_ref());
         tokio::spawn(async move {
             let _ = poster.post_event(&pod, MESH_REASON, &why, true).await;
         });

@@ -178,6 +178,15 @@ impl PodInfo {
     pub fn key(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
     }
+
+    /// What an Event on the pod names.
+    pub fn pod_ref(&self) -> super::PodRef {
+        super::PodRef {
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            uid: self.uid.clone(),
+        }
+    }
 }
 
 /// The ports the pod spec declares, container by container (init and

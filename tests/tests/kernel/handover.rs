@@ -16,10 +16,7 @@ use graceful::handover::{fds, give, peer, wire};
 use graceful_tests::{
     agent::{since_pause_ms, Agent},
     cgroup::Cgroup,
-    gate::{
-        abstract_listening, assert_carried_on, engaged, finish_engaged, hook, hook_at, pod_socket,
-        wait_draining,
-    },
+    gate::{assert_carried_on, engaged, finish_engaged, hook, hook_at, pod_socket, wait_draining},
     http_hook::{get, wait_listening, Scene, PORT},
     peer::held_connections,
     pod::SimPod,
@@ -400,9 +397,7 @@ fn a_successor_that_cannot_read_the_offer_says_so_on_its_own_pod_and_waits_for_t
 fn a_successor_takes_a_pods_socket_gate_and_the_hook_held_through_it() {
     require_root!();
     let mut s = Scene::with_gate_dir(json!({"graceful.dev/gate": "socket"}));
-    graceful_tests::wait_for(10, "the socket gate in the pod's namespace", || {
-        abstract_listening(&s.net.b, &pod_socket()).then_some(())
-    });
+    graceful_tests::gate::wait_socket_gate(&s.net.b);
     let (_lb, mut clients) = s.clients(3);
     let args = ["--min", "0s", "--settle", "100ms", "--max", "30s"];
     let mut child = hook_at(&s.agent, s.pod.container(0), Some(&s.net.b), &pod_socket(), &args);

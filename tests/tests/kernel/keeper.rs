@@ -240,9 +240,7 @@ fn a_crash_cuts_no_held_http_hook_and_it_is_answered_once() {
 fn a_crash_cuts_no_hook_held_through_a_pods_socket_gate() {
     require_root!();
     let mut s = Scene::build_kept(json!({"graceful.dev/gate": "socket"}));
-    graceful_tests::wait_for(10, "the socket gate in the pod's namespace", || {
-        abstract_listening(&s.net.b, &pod_socket()).then_some(())
-    });
+    graceful_tests::gate::wait_socket_gate(&s.net.b);
     let (_lb, mut clients) = s.clients(3);
     let args = ["--min", "0s", "--settle", "100ms", "--max", "30s"];
     let mut child = hook_at(&s.agent, s.pod.container(0), Some(&s.net.b), &pod_socket(), &args);

@@ -23,9 +23,7 @@ const ARGS: [&str; 6] = ["--min", "0s", "--settle", "100ms", "--max", "30s"];
 
 fn socket_scene() -> Scene {
     let s = Scene::with_gate_dir(json!({"graceful.dev/gate": "socket"}));
-    graceful_tests::wait_for(10, "the socket gate in the pod's namespace", || {
-        abstract_listening(&s.net.b, &pod_socket()).then_some(())
-    });
+    graceful_tests::gate::wait_socket_gate(&s.net.b);
     s
 }
 
