@@ -148,6 +148,13 @@ impl Agent {
             .unwrap_or_else(|| panic!("no API address in the agent's log: {log}"))
     }
 
+    /// The metrics address (`--metrics-addr`), as the agent logged it.
+    pub fn metrics_addr(&self) -> std::net::SocketAddr {
+        let log = self.log_text();
+        log_field(&log, "metrics and probes listening addr=", "addr")
+            .unwrap_or_else(|| panic!("no metrics address in the agent's log: {log}"))
+    }
+
     /// Starts the daemon and waits until it has adopted and is ready.
     pub fn start(&mut self) {
         assert!(self.child.is_none(), "agent already running");

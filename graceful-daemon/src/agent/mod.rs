@@ -66,8 +66,22 @@ pub struct Settings {
     pub wait_bin: Option<PathBuf>,
     /// `off`: no TCP listener.
     pub api_addr: String,
+    /// `off`: none. Serves /metrics, /healthz and /readyz only.
+    pub metrics_addr: String,
     pub metrics_max_pods: usize,
     pub kube: KubeArgs,
+}
+
+impl Settings {
+    /// The address the kubelet's probes ask: the metrics address where
+    /// there is one, else the API's.
+    pub fn probe_addr(&self) -> &str {
+        if self.metrics_addr != "off" {
+            &self.metrics_addr
+        } else {
+            &self.api_addr
+        }
+    }
 }
 
 /// Runs the agent until SIGTERM or SIGINT.
@@ -79,7 +93,7 @@ pub fn run(pins: &PinDir, api_socket: &Path, settings: Settings) -> anyhow::Resu
     // This pod handed the node over, and its container was restarted.
     let pins_held = matches!(claim::pins_held(pins), Ok(Some(_)));
     if settings.handover && handover::retire::handed_over(api_socket, pins_held) {
-        return handover::retire::run(api_socket, &settings.api_addr, false);
+        return handover::retire::run(api_socket, settings.probe_addr(), false);
     }
     let gate_socket = settings.gate_dir.as_ref().map(|d| d.join(gate_dir::SOCKET));
     // Under a keeper (see `keeper`): what it kept of an agent that crashed.
@@ -194,6 +208,8 @@ pub fn run(pins: &PinDir, api_socket: &Path, settings: Settings) -> anyhow::Resu
             repair_now: deferred,
             keeper,
             unread,
+            counting: attached.design.as_str(),
+            kernel_release: release.to_string(),
         },
         hier,
         attached.ebpf,

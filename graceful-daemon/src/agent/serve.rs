@@ -17,7 +17,11 @@ use tracing::{error, info, warn};
 use super::{budget, claim::Claim, gate_dir, tasks::Tasks, Settings, STOP_LIMIT};
 use crate::{
     adopt::{pass::Report as AdoptReport, repair::Repairer},
-    api::{self, node::Node, routes::Api},
+    api::{
+        self,
+        node::Node,
+        routes::{Api, Scope},
+    },
     bpf::{maps, paths::PinDir, pinned::Pinned, retire::StatePrograms, Kernel},
     cgroupfs::Hierarchy,
     drain::{
@@ -52,6 +56,10 @@ pub struct Held {
     /// its keeper), as logged: said again on its own pod once the API is
     /// reached.
     pub unread: Vec<String>,
+    /// How this agent counts (`sock-ops`, `tracepoint`) and the kernel's
+    /// release: `graceful_build_info`.
+    pub counting: &'static str,
+    pub kernel_release: String,
 }
 
 /// How long an Event about what this agent could not take waits for the
@@ -81,12 +89,15 @@ pub async fn serve(
         repair_now,
         keeper,
         unread,
+        counting,
+        kernel_release,
     } = held;
     let mut tasks = Tasks::default();
     let kernel = Kernel::open(&pins)?.with_object(ebpf);
     let watcher = Watcher::spawn(&hier, WatchConfig::default())?;
     let recorder = Arc::new(Recorder::new(&Outcome::ALL.map(Outcome::as_str)));
     recorder.repair(None, adoption.repaired);
+    recorder.build_info(counting, &kernel_release);
     let repairer = Repairer::new(kernel.clone(), recorder.clone(), Arc::new(state_programs));
     // Names, deletions and Events from the API; never blocks or fails the start.
     let kube = crate::kube::Kube::start(&settings.kube, watcher.resolver().shared()).await;
@@ -220,12 +231,12 @@ pub async fn serve(
         resolver: watcher.resolver().clone(),
     });
     let api_shares = Shares::new(Limits::api_for_nofile(nofile));
-    start_api(&mut tasks, &settings.api_addr, api_socket, api, api_shares).await?;
+    start_api(&mut tasks, &settings, api_socket, api, api_shares).await?;
     info!("ready");
     if let Some(dir) = settings.gate_dir.as_ref().filter(|_| settings.handover) {
         let plan = retire::Plan {
             api_socket: api_socket.to_path_buf(),
-            api_addr: settings.api_addr.clone(),
+            api_addr: settings.probe_addr().to_string(),
             pins: pins.clone(),
         };
         if let Err(e) = handover::give::spawn(registry.clone(), pins.clone(), dir, plan) {
@@ -438,26 +449,38 @@ fn keep_pinned(pinned: &Pinned, claim: &mut Claim, pins: &PinDir, recorder: &Rec
 /// and the agent goes on: only the CLI asks it, and falls back to the pins.
 async fn start_api(
     tasks: &mut Tasks,
-    addr: &str,
+    settings: &Settings,
     socket: &Path,
     api: Arc<Api>,
     shares: Arc<Shares>,
 ) -> anyhow::Result<()> {
-    if addr != "off" {
-        let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
-            anyhow::anyhow!("cannot serve the local API on {addr}: {e} (set --api-addr, or `off`)")
+    for (addr, flag, scope) in [
+        (&settings.api_addr, "--api-addr", Scope::Full),
+        (&settings.metrics_addr, "--metrics-addr", Scope::Metrics),
+    ] {
+        if addr == "off" {
+            continue;
+        }
+        let listener = tokio::net::TcpListener::bind(addr.as_str()).await.map_err(|e| {
+            anyhow::anyhow!("cannot serve the local API on {addr}: {e} (set {flag}, or `off`)")
         })?;
         let bound = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
-        info!(addr = %bound, "local API listening");
+        match scope {
+            Scope::Full => info!(addr = %bound, "local API listening"),
+            Scope::Metrics => info!(addr = %bound, "metrics and probes listening"),
+        }
         tasks.spawn(
             "api tcp",
-            api::server::serve(listener, api.clone(), shares.clone()),
+            api::server::serve(listener, api.clone(), scope, shares.clone()),
         );
     }
     match api::server::bind_unix(socket) {
         Ok(listener) => {
             info!(socket = %socket.display(), "local API listening");
-            tasks.spawn("api socket", api::server::serve(listener, api, shares));
+            tasks.spawn(
+                "api socket",
+                api::server::serve(listener, api, Scope::Full, shares),
+            );
         }
         Err(e) => error!("{e:#}; going on without the API socket (the CLI reads the pins instead)"),
     }

@@ -1,6 +1,11 @@
 //! The daemon's local API: read-only, for operators, the CLI and
-//! Prometheus. HTTP/1.1 on a TCP address (loopback by default) and on a
-//! unix socket (what the `graceful` CLI asks).
+//! Prometheus. HTTP/1.1 on a TCP address (`--api-addr`, loopback by
+//! default), on a unix socket (what the `graceful` CLI asks), and, when
+//! asked, on a metrics address (`--metrics-addr`) that serves only
+//! `/metrics`, `/healthz` and `/readyz`: the DaemonSet puts that one on the
+//! pod's address for Prometheus and the probes, and keeps everything that
+//! names pods and drains on loopback, which `kubectl port-forward` (and so
+//! `kubectl graceful`) reaches with the user's own RBAC.
 //!
 //! | path | what |
 //! |---|---|
@@ -25,3 +30,7 @@ pub mod server;
 pub const DEFAULT_SOCKET: &str = "/run/graceful/api.sock";
 /// The default TCP address: loopback, so nothing is exposed unless asked.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:9464";
+/// The DaemonSet's ports: the metrics address on the pod's own address,
+/// the whole API on the pod's loopback.
+pub const POD_METRICS_PORT: u16 = 9464;
+pub const POD_API_PORT: u16 = 9465;

@@ -9,6 +9,7 @@ use prometheus_client::registry::Registry;
 
 use super::{feed, node::Node};
 use crate::{
+    metrics::text,
     reply::{bytes, error, json, Body},
     resolver::{counts::find, watch::Resolver},
 };
@@ -25,6 +26,17 @@ const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=
 const ENDPOINTS: &str =
     "GET /v1/pods, /v1/pods/{uid|namespace/name}, /v1/drains, /v1/events, /healthz, /readyz, /metrics";
 
+/// What a listener serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// Everything: `--api-addr` (loopback by default) and the unix socket.
+    Full,
+    /// `/metrics`, `/healthz` and `/readyz` only: `--metrics-addr`, the
+    /// pod's own address in the DaemonSet, which any pod of the cluster can
+    /// reach. Nothing that names a pod or a drain is read there.
+    Metrics,
+}
+
 /// What a request asks for, from its method and path alone: the part of
 /// [`handle`] that needs nothing of the agent (fuzzed by
 /// `fuzz/fuzz_targets/api_request.rs`).
@@ -38,6 +50,13 @@ pub enum Route<'a> {
     Events,
     /// `/v1/pods/{want}`: a uid, uid prefix or namespace/name, for [`find`].
     Pod(&'a str),
+}
+
+impl Route<'_> {
+    /// Whether a listener of `scope` answers this route.
+    pub fn served_in(self, scope: Scope) -> bool {
+        scope == Scope::Full || matches!(self, Route::Healthz | Route::Readyz | Route::Metrics)
+    }
 }
 
 impl<'a> Route<'a> {
@@ -70,11 +89,18 @@ impl<'a> Route<'a> {
     }
 }
 
-pub async fn handle<B>(api: Arc<Api>, req: Request<B>) -> http::Response<Body> {
+pub async fn handle<B>(api: Arc<Api>, scope: Scope, req: Request<B>) -> http::Response<Body> {
     let route = match Route::parse(req.method(), req.uri().path()) {
         Ok(r) => r,
         Err((code, message)) => return error(code, message),
     };
+    if !route.served_in(scope) {
+        return error(
+            StatusCode::FORBIDDEN,
+            "this address serves /metrics, /healthz and /readyz only: pods and drains are on the agent's \
+             --api-addr (loopback) and unix socket (`kubectl graceful`, or `graceful pods` in the agent's pod)",
+        );
+    }
     match route {
         Route::Healthz => match api.node.health() {
             Ok(()) => bytes(StatusCode::OK, "text/plain", "ok\n"),
@@ -89,7 +115,13 @@ pub async fn handle<B>(api: Arc<Api>, req: Request<B>) -> http::Response<Body> {
             };
             json(code, &s)
         }
-        Route::Metrics => metrics(&api),
+        Route::Metrics => {
+            let accept = req
+                .headers()
+                .get(http::header::ACCEPT)
+                .and_then(|v| v.to_str().ok());
+            metrics(&api, text::wants_openmetrics(accept))
+        }
         Route::Pods => json(StatusCode::OK, &api.node.pods()),
         Route::Drains => json(StatusCode::OK, &api.node.drains()),
         Route::Events => feed::stream(api.node.clone(), api.resolver.subscribe()),
@@ -103,10 +135,13 @@ pub async fn handle<B>(api: Arc<Api>, req: Request<B>) -> http::Response<Body> {
     }
 }
 
-fn metrics(api: &Api) -> http::Response<Body> {
-    let mut text = String::with_capacity(16 * 1024);
-    match prometheus_client::encoding::text::encode(&mut text, &api.registry) {
-        Ok(()) => bytes(StatusCode::OK, OPENMETRICS, text),
+/// `/metrics`: OpenMetrics when the scraper asks for it, else the
+/// Prometheus text format.
+fn metrics(api: &Api, openmetrics: bool) -> http::Response<Body> {
+    let mut om = String::with_capacity(16 * 1024);
+    match prometheus_client::encoding::text::encode(&mut om, &api.registry) {
+        Ok(()) if openmetrics => bytes(StatusCode::OK, OPENMETRICS, om),
+        Ok(()) => bytes(StatusCode::OK, text::CONTENT_TYPE, text::from_openmetrics(&om)),
         Err(_) => {
             api.node.metrics.error("metrics_encode");
             error(StatusCode::INTERNAL_SERVER_ERROR, "cannot encode the metrics")

@@ -1,9 +1,10 @@
-//! The local API's listeners: a TCP address and a unix socket, one task
-//! per connection, the same handlers on both. Its TCP address is the pod's
-//! own in the DaemonSet, so any pod of the cluster can reach it: each peer
-//! address gets a fair share of connections ([`crate::share`]), and the
-//! API as a whole a bound, so a flood of scrapes cannot take the
-//! descriptors the gate needs.
+//! The local API's listeners: a TCP address, a unix socket, and a metrics
+//! address, one task per connection, the same handlers on each (the
+//! metrics address answers only `/metrics`, `/healthz` and `/readyz`:
+//! [`Scope`]). The metrics address is the pod's own in the DaemonSet, so
+//! any pod of the cluster can reach it: each peer address gets a fair
+//! share of connections ([`crate::share`]), and the API as a whole a
+//! bound, so a flood of scrapes cannot take the descriptors the gate needs.
 
 use std::{os::fd::AsRawFd, path::Path, sync::Arc, time::Duration};
 
@@ -13,18 +14,18 @@ use tokio::{
 };
 use tracing::{debug, warn};
 
-use super::routes::{handle, Api};
+use super::routes::{handle, Api, Scope};
 use crate::{
     http_conn,
     share::{Shares, Ticket},
 };
 
-fn serve_conn<IO>(api: Arc<Api>, io: IO, ticket: Ticket)
+fn serve_conn<IO>(api: Arc<Api>, scope: Scope, io: IO, ticket: Ticket)
 where
     IO: AsyncRead + AsyncWrite + AsRawFd + Unpin + Send + 'static,
 {
     tokio::spawn(async move {
-        http_conn::serve(io, "API", move |req| handle(api.clone(), req)).await;
+        http_conn::serve(io, "API", move |req| handle(api.clone(), scope, req)).await;
         drop(ticket);
     });
 }
@@ -51,12 +52,12 @@ impl Accept for UnixListener {
     }
 }
 
-/// Serves `api` on `listener` until the task is dropped.
-pub async fn serve<L: Accept>(listener: L, api: Arc<Api>, shares: Arc<Shares>) {
+/// Serves `api`'s routes of `scope` on `listener` until the task is dropped.
+pub async fn serve<L: Accept>(listener: L, api: Arc<Api>, scope: Scope, shares: Arc<Shares>) {
     loop {
         match listener.next().await {
             Ok((s, caller)) => match shares.connect(&caller) {
-                Ok(ticket) => serve_conn(api.clone(), s, ticket),
+                Ok(ticket) => serve_conn(api.clone(), scope, s, ticket),
                 Err(busy) => {
                     let status = busy.status();
                     api.node.metrics.error("api_busy");

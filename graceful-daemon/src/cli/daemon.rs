@@ -70,12 +70,18 @@ pub struct Args {
     /// beside this executable).
     #[arg(long)]
     pub wait_bin: Option<PathBuf>,
-    /// TCP address of the local API (/v1/pods, /metrics, ...): loopback by
-    /// default; the DaemonSet serves it on the pod's own address for
-    /// Prometheus and the probes. `off` serves none. An address that does
-    /// not parse, or cannot be bound, stops the start.
+    /// TCP address of the local API (/v1/pods, /v1/drains, /metrics, ...):
+    /// loopback by default, where `kubectl port-forward` reaches it in a
+    /// pod. `off` serves none. An address that does not parse, or cannot be
+    /// bound, stops the start.
     #[arg(long, env = "GRACEFUL_API_ADDR", default_value = crate::api::DEFAULT_ADDR, value_parser = api_addr)]
     pub api_addr: String,
+    /// TCP address that serves only /metrics, /healthz and /readyz: the
+    /// DaemonSet puts it on the pod's own address (0.0.0.0:9464) for
+    /// Prometheus and the probes, so that nothing naming pods or drains is
+    /// readable from the pod network. `off` (the default) serves none.
+    #[arg(long, env = "GRACEFUL_METRICS_ADDR", default_value = "off", value_parser = api_addr)]
+    pub metrics_addr: String,
     /// Pods with their own series in the per-pod metrics; the rest are
     /// summed into one `pod="_other"` series, so a node's cardinality stays bounded.
     #[arg(long, default_value_t = 256)]
@@ -99,6 +105,7 @@ impl From<Args> for agent::Settings {
             shutdown_budget: a.shutdown_budget,
             wait_bin: a.wait_bin,
             api_addr: a.api_addr,
+            metrics_addr: a.metrics_addr,
             metrics_max_pods: a.metrics_max_pods,
             kube: a.kube,
         }
@@ -112,7 +119,7 @@ pub enum Switch {
     Off,
 }
 
-/// `--api-addr`: `off`, or an IP address and port (`127.0.0.1:9464`,
+/// `--api-addr`, `--metrics-addr`: `off`, or an IP address and port (`127.0.0.1:9464`,
 /// `[::]:9464`, `0.0.0.0:0`). A host name is refused: the agent binds
 /// before any resolver is worth trusting, and the probes name an address.
 pub fn api_addr(s: &str) -> Result<String, String> {

@@ -22,7 +22,7 @@ use crate::monotonic_ns;
 use anyhow::Context as _;
 use serde_json::Value;
 
-use super::{clients::Clients, pod::Pod, rollout, Cluster, Namespace};
+use super::{clients::Clients, forward::PortForward, pod::Pod, rollout, Cluster, Namespace, AGENT_API_PORT};
 use crate::rollout::{load, Mode};
 
 /// What the demo prints as it goes, with the seconds since the restart.
@@ -34,23 +34,19 @@ impl Clock {
     }
 }
 
-/// The agent's `/v1/events` (NDJSON), read from the node: its pod's
-/// address and the API port the DaemonSet gives it.
+/// The agent's `/v1/events` (NDJSON), through `kubectl port-forward` to
+/// its pod's loopback, where the DaemonSet serves the whole API: the event
+/// stream names pods, so it is not on the pod's address. The forward lives
+/// as long as the stream is read.
 fn agent_events(cluster: &Cluster) -> anyhow::Result<mpsc::Receiver<Value>> {
     let pod = cluster.agent_pod(60);
-    let ip = cluster.kubectl(&[
-        "-n",
-        super::AGENT_NAMESPACE,
-        "get",
-        "pod",
-        &pod,
-        "-o",
-        "jsonpath={.status.podIP}",
-    ]);
-    let addr: SocketAddr = format!("{ip}:9464").parse().context("the agent pod's address")?;
-    let stream = cluster.on_node(move || TcpStream::connect_timeout(&addr, Duration::from_secs(5)))?;
+    let forward = PortForward::start(cluster, super::AGENT_NAMESPACE, &pod, AGENT_API_PORT)?;
+    let addr = forward.local;
+    let stream =
+        TcpStream::connect_timeout(&addr, Duration::from_secs(5)).context("the forwarded agent API")?;
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
+        let _forward = forward;
         let mut s = stream;
         if write!(s, "GET /v1/events HTTP/1.1\r\nHost: graceful\r\n\r\n").is_err() {
             return;

@@ -9,6 +9,7 @@
 
 pub mod clients;
 pub mod demo;
+pub mod forward;
 pub mod late_lb;
 pub mod pod;
 pub mod release;
@@ -29,6 +30,10 @@ pub const NODE_NETNS: &str = "/run/netns/graceful-node";
 pub const NODE_IP: &str = "10.201.0.1";
 pub const AGENT_NAMESPACE: &str = "graceful-system";
 pub const AGENT_SELECTOR: &str = "app.kubernetes.io/name=graceful";
+/// The agent pod's ports (deploy/base): `--metrics-addr` on the pod's
+/// address, `--api-addr` on its loopback.
+pub const AGENT_METRICS_PORT: u16 = 9464;
+pub const AGENT_API_PORT: u16 = 9465;
 /// The node's containerd (lab/src/cluster/mod.rs, `Paths::containerd_sock`).
 pub const CONTAINERD_SOCK: &str = "/run/graceful-cluster/containerd.sock";
 /// The agent's image, as deploy/base names it and the cluster imports it.

@@ -192,20 +192,35 @@ fn the_agent_daemonset_has_what_it_needs_and_no_more() {
             "{what}: cpu and memory"
         );
     }
-    // The probes ask the agent's local API, on the port it is told to serve.
+    // The probes and Prometheus ask the metrics address, on the pod's own
+    // address; the API that names pods and drains stays on loopback.
     let args = c.args.clone().unwrap_or_default();
-    let api_addr = args
-        .iter()
-        .position(|a| a == "--api-addr")
-        .and_then(|i| args.get(i + 1))
-        .expect("the DaemonSet sets --api-addr");
+    let flag = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .unwrap_or_else(|| panic!("the DaemonSet sets {name}"))
+    };
     let port = c
         .ports
         .iter()
         .flatten()
         .find(|p| p.name.as_deref() == Some("metrics"))
         .expect("a port named metrics");
-    assert_eq!(api_addr, &format!("0.0.0.0:{}", port.container_port));
+    assert_eq!(
+        flag("--metrics-addr"),
+        &format!("0.0.0.0:{}", port.container_port)
+    );
+    let api: std::net::SocketAddr = flag("--api-addr").parse().expect("--api-addr is an address");
+    assert!(
+        api.ip().is_loopback(),
+        "--api-addr {api}: /v1/pods must not be on the pod network"
+    );
+    assert_eq!(
+        c.ports.iter().flatten().count(),
+        1,
+        "only the metrics port is declared"
+    );
     for (what, probe, path) in [
         ("readiness", &c.readiness_probe, "/readyz"),
         ("liveness", &c.liveness_probe, "/healthz"),

@@ -24,3 +24,20 @@ fn read_only_and_unknown_paths_are_refused_in_one_line() {
     assert_eq!(code, StatusCode::NOT_FOUND);
     assert!(msg.len() < 1024 && !msg.contains('\n'), "{msg}");
 }
+
+#[test]
+fn the_metrics_address_serves_metrics_and_probes_only() {
+    use super::Scope;
+    for path in ["/metrics", "/healthz", "/readyz"] {
+        let r = Route::parse(&Method::GET, path).unwrap();
+        assert!(r.served_in(Scope::Metrics) && r.served_in(Scope::Full), "{path}");
+    }
+    for path in ["/v1/pods", "/v1/pods/ns/web", "/v1/drains", "/v1/events"] {
+        let r = Route::parse(&Method::GET, path).unwrap();
+        assert!(
+            !r.served_in(Scope::Metrics),
+            "{path} must not be served on the pod's address"
+        );
+        assert!(r.served_in(Scope::Full), "{path}");
+    }
+}
