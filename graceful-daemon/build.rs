@@ -1,5 +1,7 @@
 //! Builds the kernel programs (graceful-ebpf) with aya-build and leaves the
-//! object in OUT_DIR, where `src/bpf/object.rs` embeds it.
+//! object in OUT_DIR, where `src/bpf/object.rs` embeds it; and names the
+//! commit the binary is built from (`GRACEFUL_COMMIT`, for
+//! `graceful_build_info` and `graceful version`).
 
 use std::{env, path::PathBuf};
 
@@ -10,6 +12,7 @@ fn main() -> anyhow::Result<()> {
     let object = out.join("graceful-ebpf");
     println!("cargo:rerun-if-env-changed=AYA_BUILD_SKIP");
     println!("cargo:rerun-if-env-changed=GRACEFUL_TOOLS");
+    commit()?;
 
     // bpf-linker lives where `cargo xtask setup` put it, unless already on PATH.
     let tools = env::var_os("GRACEFUL_TOOLS")
@@ -54,4 +57,36 @@ fn which_bpf_linker() -> Option<PathBuf> {
     env::split_paths(&path)
         .map(|d| d.join("bpf-linker"))
         .find(|p| p.exists())
+}
+
+/// `GRACEFUL_COMMIT` for the crate: as given (an image built from an
+/// archive has no repository), else the repository's HEAD, else `unknown`.
+/// Read again only when HEAD moves, so a commit does not rebuild the kernel
+/// programs.
+fn commit() -> anyhow::Result<()> {
+    println!("cargo:rerun-if-env-changed=GRACEFUL_COMMIT");
+    let given = env::var("GRACEFUL_COMMIT").ok().filter(|c| !c.is_empty());
+    let root = PathBuf::from(env::var("CARGO_MANIFEST_DIR")?).join("..");
+    let git = root.join(".git");
+    let commit = given.or_else(|| {
+        let head = std::fs::read_to_string(git.join("HEAD")).ok()?;
+        println!("cargo:rerun-if-changed={}", git.join("HEAD").display());
+        if let Some(r) = head.trim().strip_prefix("ref: ") {
+            println!("cargo:rerun-if-changed={}", git.join(r).display());
+            println!("cargo:rerun-if-changed={}", git.join("packed-refs").display());
+        }
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&root)
+            .args(["rev-parse", "--short=12", "HEAD"])
+            .output()
+            .ok()?;
+        let c = String::from_utf8(out.stdout).ok()?.trim().to_string();
+        (out.status.success() && !c.is_empty()).then_some(c)
+    });
+    println!(
+        "cargo:rustc-env=GRACEFUL_COMMIT={}",
+        commit.as_deref().unwrap_or("unknown")
+    );
+    Ok(())
 }

@@ -20,6 +20,11 @@
 //! - [`agent`]: the node agent, which starts and owns every task;
 //! - [`cli`]: the `graceful` command line.
 pub mod adopt;
+
+/// `graceful --version`: the crate's version and the commit it was built
+/// from (`build.rs`).
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("GRACEFUL_COMMIT"), ")");
+
 pub mod agent;
 pub mod api;
 pub mod bpf;

@@ -18,6 +18,7 @@ pub mod not_traffic;
 pub mod oracle;
 pub mod peer;
 pub mod pod;
+pub mod promtool;
 pub mod rollout;
 pub mod stand_in;
 pub mod unix_http;

@@ -68,6 +68,48 @@ pub fn run() -> anyhow::Result<()> {
     cargo_fuzz()?;
     apt_packages()?;
     go_toolchain()?;
+    promtool()?;
+    Ok(())
+}
+
+/// promtool, from Debian's `prometheus` package, unpacked into the tools
+/// directory rather than installed: installing the package would start a
+/// Prometheus service on this machine. The tests check the agent's live
+/// scrape and the chart's alert rules with it.
+pub fn promtool_bin() -> anyhow::Result<PathBuf> {
+    Ok(tools_dir()?.join("prometheus/usr/bin/promtool"))
+}
+
+fn promtool() -> anyhow::Result<()> {
+    let bin = promtool_bin()?;
+    let version = |b: &Path| output(Command::new(b).arg("--version")).ok();
+    if let Some(v) = version(&bin) {
+        line("ok", "promtool", v.lines().next().unwrap_or_default());
+        return Ok(());
+    }
+    println!("{:<10} {:<34} apt-get download prometheus", "...", "promtool");
+    let root = tools_dir()?.join("prometheus");
+    let download = tools_dir()?.join("prometheus.download");
+    for d in [&root, &download] {
+        if d.exists() {
+            std::fs::remove_dir_all(d)?;
+        }
+    }
+    std::fs::create_dir_all(&download)?;
+    output(
+        Command::new("apt-get")
+            .args(["download", "prometheus"])
+            .current_dir(&download),
+    )
+    .context("apt-get download prometheus (Debian's archive)")?;
+    let deb = std::fs::read_dir(&download)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|x| x == "deb"))
+        .context("apt-get download prometheus left no .deb")?;
+    output(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&root))?;
+    std::fs::remove_dir_all(&download)?;
+    let v = version(&bin).with_context(|| format!("{} does not run", bin.display()))?;
+    line("installed", "promtool", v.lines().next().unwrap_or_default());
     Ok(())
 }
 

@@ -55,7 +55,8 @@ fn run_phases(no_cluster: bool, args: &[String], phases: &mut Phases) -> anyhow:
     let mut cmd = cargo();
     cmd.args(["test", "--workspace"])
         .args(args)
-        .env("GRACEFUL_BIN", &bin);
+        .env("GRACEFUL_BIN", &bin)
+        .env("GRACEFUL_PROMTOOL", xtask::setup::promtool_bin()?);
     println!("==> GRACEFUL_BIN={} {}", bin.display(), display(&cmd));
     let code = util::exit_code(util::status(&mut cmd)?);
     phases.mark("kernel tests (with builds)");
@@ -97,7 +98,8 @@ fn run_phases(no_cluster: bool, args: &[String], phases: &mut Phases) -> anyhow:
         "cluster",
     ])
     .args(args)
-    .env("GRACEFUL_BIN", &bin);
+    .env("GRACEFUL_BIN", &bin)
+    .env("GRACEFUL_PROMTOOL", xtask::setup::promtool_bin()?);
     // The node's kubeconfig and programs (its kubectl first on PATH).
     for line in util::output(&mut lab::command("cluster", &["env"]))?.lines() {
         if let Some((k, v)) = line.split_once('=') {

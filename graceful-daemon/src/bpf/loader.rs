@@ -65,6 +65,16 @@ pub enum Design {
     Tracepoint,
 }
 
+impl Design {
+    /// As `--counting` names it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Design::SockOps => "sock-ops",
+            Design::Tracepoint => "tracepoint",
+        }
+    }
+}
+
 /// Options for [`attach`].
 #[derive(Clone, Debug, Default)]
 pub struct AttachOptions {

@@ -19,7 +19,7 @@ pub mod uninstall;
 
 /// graceful: times each pod's SIGTERM from its real TCP traffic.
 #[derive(Debug, Parser)]
-#[command(name = "graceful", version, propagate_version = true)]
+#[command(name = "graceful", version = crate::VERSION, propagate_version = true)]
 pub struct Cli {
     /// Pin directory on the bpffs holding graceful's maps and links.
     #[arg(long, global = true, env = "GRACEFUL_PIN_DIR", default_value = crate::bpf::paths::DEFAULT_PIN_DIR)]

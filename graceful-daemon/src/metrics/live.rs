@@ -131,7 +131,7 @@ impl Collector for Live {
             MetricType::Gauge,
             &pod_rows(|p| p.outbound),
         )?;
-        let gauges: [(&str, &str, u64); 11] = [
+        let gauges: [(&str, &str, u64); 10] = [
             ("pods", "Pods with cgroups on this node", snap.pod_count as u64),
             (
                 "pods_unlabelled",
@@ -170,11 +170,6 @@ impl Collector for Live {
                 snap.adoption.offered as u64,
             ),
             (
-                "adoption_milliseconds",
-                "How long start-up adoption took",
-                snap.adoption.elapsed_ms,
-            ),
-            (
                 "kube_api_connected",
                 "1 while the pod watch is connected to the Kubernetes API (0 when lost or standalone)",
                 snap.api_connected as u64,
@@ -183,6 +178,14 @@ impl Collector for Live {
         for (name, help, v) in gauges {
             gauge(&mut e, name, help, v as i64)?;
         }
+        // Base units, as Prometheus names them: seconds.
+        let g = ConstGauge::new(snap.adoption.elapsed_ms as f64 / 1000.0);
+        g.encode(e.encode_descriptor(
+            "adoption_duration_seconds",
+            "How long start-up adoption took",
+            None,
+            g.metric_type(),
+        )?)?;
         let counters: [(&str, &str, u64); 4] = [
             (
                 "kernel_events",

@@ -18,10 +18,13 @@
 //!
 //! - [`recorder`]: the counters and histograms;
 //! - [`live`]: the scrape-time figures and their collector;
+//! - [`text`]: the Prometheus text format, for scrapers that do not ask
+//!   for OpenMetrics;
 //! - `label`: the one-label sets of the series.
 mod label;
 pub mod live;
 pub mod recorder;
+pub mod text;
 
 pub use live::{AdoptionFigures, KernelFigures, LiveSource, MetricsSnapshot, PodFigures};
 pub use recorder::Recorder;

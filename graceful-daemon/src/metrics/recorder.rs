@@ -7,7 +7,7 @@ use std::sync::{Arc, Weak};
 
 use graceful_api::Reason;
 use prometheus_client::{
-    metrics::{counter::Counter, family::Family, histogram::Histogram},
+    metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
     registry::Registry,
 };
 
@@ -37,7 +37,33 @@ pub struct Recorder {
     errors: Family<Label, Counter>,
     repair_seconds: Histogram,
     repaired: Counter,
+    build: Family<BuildLabels, Gauge>,
 }
+
+/// `graceful_build_info`'s labels.
+type BuildLabels = [(&'static str, String); 4];
+
+/// Every kind [`Recorder::error`] is called with, each series present at
+/// zero from the start: a counter that appears at 1 is missed by
+/// `increase()`, and the alerts (deploy/helm) would not see the first
+/// error. A unit test checks the list against the calls in the sources.
+pub const ERROR_KINDS: [&str; 15] = [
+    "api_busy",
+    "drain",
+    "exclusions",
+    "feed_lagged",
+    "gate_identify",
+    "http_gate_bind",
+    "http_gate_busy",
+    "http_gate_peer",
+    "http_gate_refused",
+    "ingress_attach",
+    "metrics_encode",
+    "metrics_lagged",
+    "pins_removed",
+    "read_stats",
+    "repair",
+];
 
 /// The reasons the agent releases a drain for.
 const REASONS: [Reason; 4] = [
@@ -60,6 +86,7 @@ impl Recorder {
             errors: Family::default(),
             repair_seconds: Histogram::new(REPAIR_BUCKETS),
             repaired: Counter::default(),
+            build: Family::default(),
         };
         for reason in REASONS {
             let _ = r.drains.get_or_create(&label("outcome", reason.as_str()));
@@ -68,6 +95,9 @@ impl Recorder {
         let _ = r.drains.get_or_create(&label("outcome", "abandoned"));
         for o in termination_outcomes {
             let _ = r.terminations.get_or_create(&label("outcome", o));
+        }
+        for kind in ERROR_KINDS {
+            let _ = r.errors.get_or_create(&label("kind", kind));
         }
         r
     }
@@ -94,8 +124,7 @@ impl Recorder {
         self.terminations.get_or_create(&label("outcome", outcome)).inc();
     }
 
-    /// An error the agent recovered from, by kind (`drain`, `api_scrape`,
-    /// `ingress_attach`, `feed_lagged`, ...).
+    /// An error the agent recovered from, by kind: one of [`ERROR_KINDS`].
     pub fn error(&self, kind: &'static str) {
         self.errors.get_or_create(&label("kind", kind)).inc();
     }
@@ -109,10 +138,28 @@ impl Recorder {
         self.repaired.inc_by(repaired);
     }
 
+    /// `graceful_build_info`: 1, labelled with what this agent is and how
+    /// it counts (set once the programs are attached).
+    pub fn build_info(&self, counting: &str, kernel: &str) {
+        self.build
+            .get_or_create(&[
+                ("version", env!("CARGO_PKG_VERSION").to_string()),
+                ("commit", env!("GRACEFUL_COMMIT").to_string()),
+                ("counting", counting.to_string()),
+                ("kernel", kernel.to_string()),
+            ])
+            .set(1);
+    }
+
     /// The registry to encode: these families, and the figures of `node`
     /// read at scrape time.
     pub fn registry(self: &Arc<Self>, node: Weak<dyn LiveSource>) -> Registry {
         let mut r = Registry::with_prefix("graceful");
+        r.register(
+            "build_info",
+            "1, labelled with the agent's version, commit, counting design and the node's kernel",
+            self.build.clone(),
+        );
         r.register(
             "drains",
             "Drains through the gate, by outcome: the release reason, or abandoned",
@@ -147,3 +194,6 @@ impl Recorder {
         r
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -23,11 +23,20 @@ use crate::require_root;
 
 /// One request on the TCP address; (status, content type, body).
 fn http(agent: &Agent, method: &str, path: &str) -> (u16, String, String) {
-    let mut s = TcpStream::connect(agent.api_addr()).unwrap();
+    http_at(agent.api_addr(), method, path)
+}
+
+fn http_at(addr: std::net::SocketAddr, method: &str, path: &str) -> (u16, String, String) {
+    request(addr, method, path, "")
+}
+
+/// One request with `headers` (each ending in CRLF).
+fn request(addr: std::net::SocketAddr, method: &str, path: &str, headers: &str) -> (u16, String, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     write!(
         s,
-        "{method} {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: t\r\n{headers}Connection: close\r\n\r\n"
     )
     .unwrap();
     let mut raw = String::new();
@@ -53,8 +62,12 @@ fn get_json(agent: &Agent, path: &str) -> Value {
     serde_json::from_str(&body).unwrap()
 }
 
+/// Prometheus 2's Accept header for a scrape.
+const OPENMETRICS_ACCEPT: &str = "Accept: application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1\r\n";
+
+/// A scrape as Prometheus asks for it: OpenMetrics.
 fn metrics(agent: &Agent) -> String {
-    let (status, ctype, body) = http(agent, "GET", "/metrics");
+    let (status, ctype, body) = request(agent.api_addr(), "GET", "/metrics", OPENMETRICS_ACCEPT);
     assert_eq!(status, 200);
     assert!(ctype.starts_with("application/openmetrics-text"), "{ctype}");
     assert!(body.ends_with("# EOF\n"), "{body}");
@@ -79,7 +92,9 @@ fn pod_of<'a>(pods: &'a Value, uid: &str) -> &'a Value {
 fn every_endpoint_answers_with_real_counts_and_a_real_drain() {
     require_root!();
     let mut agent = Agent::with_gate();
-    agent.daemon_args.push("--standalone".into());
+    agent
+        .daemon_args
+        .extend(["--standalone", "--metrics-addr", "127.0.0.1:0"].map(String::from));
     agent.start();
     let pod = SimPod::create(1);
     let lb = Cgroup::unique("lb");
@@ -125,6 +140,63 @@ fn every_endpoint_answers_with_real_counts_and_a_real_drain() {
         m.contains("# TYPE graceful_drain_duration_seconds histogram"),
         "{m}"
     );
+    let build = m
+        .lines()
+        .find(|l| l.starts_with("graceful_build_info{"))
+        .unwrap_or_else(|| panic!("no graceful_build_info: {m}"));
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    for label in [
+        format!("version=\"{}\"", env!("CARGO_PKG_VERSION")),
+        format!("kernel=\"{}\"", release.trim()),
+    ] {
+        assert!(build.contains(&label), "{label} not in {build}");
+    }
+    assert!(
+        build.ends_with("} 1") && !build.contains("commit=\"\""),
+        "{build}"
+    );
+    assert!(
+        build.contains("counting=\"sock-ops\"") || build.contains("counting=\"tracepoint\""),
+        "{build}"
+    );
+    // Base units only: seconds, not milliseconds.
+    assert!(sample(&m, "graceful_adoption_duration_seconds").is_some(), "{m}");
+    assert!(!m.contains("milliseconds"), "{m}");
+
+    // A scrape that does not ask for OpenMetrics gets the Prometheus text
+    // format, which Prometheus's own linter reads and finds nothing in.
+    let (status, ctype, plain) = http(&agent, "GET", "/metrics");
+    assert_eq!(
+        (status, ctype.as_str()),
+        (200, "text/plain; version=0.0.4; charset=utf-8")
+    );
+    assert!(plain.contains(&format!("{inbound} 4\n")), "{plain}");
+    assert!(plain.contains("# TYPE graceful_drains_total counter"), "{plain}");
+    let found = graceful_tests::promtool::check_metrics(&plain);
+    assert!(found.trim().is_empty(), "promtool check metrics: {found}");
+
+    // The metrics address: metrics and probes, and nothing that names a
+    // pod or a drain.
+    let public = agent.metrics_addr();
+    let (status, ctype, body) = request(public, "GET", "/metrics", OPENMETRICS_ACCEPT);
+    assert_eq!(status, 200);
+    assert!(ctype.starts_with("application/openmetrics-text"), "{ctype}");
+    assert!(body.contains(&inbound), "{body}");
+    assert_eq!(http_at(public, "GET", "/healthz").0, 200);
+    assert_eq!(http_at(public, "GET", "/readyz").0, 200);
+    for path in [
+        "/v1/pods",
+        "/v1/drains",
+        "/v1/events",
+        &format!("/v1/pods/{}", pod.uid),
+    ] {
+        let (status, _, body) = http_at(public, "GET", path);
+        assert_eq!(status, 403, "{path}: {body}");
+        assert!(
+            body.contains("--api-addr") && !body.contains(&pod.uid),
+            "{path}: {body}"
+        );
+    }
 
     // The event stream, read on the unix socket as the CLI reads it.
     let lines = Arc::new(Mutex::new(Vec::<Value>::new()));

@@ -1,0 +1,47 @@
+//! Prometheus's own checker, `promtool` (Debian's `prometheus` package,
+//! which `cargo xtask setup` unpacks): the agent's live scrape and the
+//! chart's alert rules are checked with it, not with a parser of ours.
+
+use std::{
+    io::Write as _,
+    path::Path,
+    process::{Command, Stdio},
+};
+
+/// `promtool`, as `cargo xtask test` names it in `GRACEFUL_PROMTOOL`.
+pub fn command() -> Command {
+    let bin = std::env::var_os("GRACEFUL_PROMTOOL").unwrap_or_else(|| {
+        panic!("GRACEFUL_PROMTOOL is not set: run the tests through `cargo xtask test` (its setup unpacks promtool)")
+    });
+    assert!(
+        Path::new(&bin).is_file(),
+        "{} is missing: run `cargo xtask setup`",
+        Path::new(&bin).display()
+    );
+    Command::new(bin)
+}
+
+/// `promtool check metrics` of a scrape: its findings (empty when clean).
+/// Panics if promtool cannot parse the text at all.
+pub fn check_metrics(scrape: &str) -> String {
+    let mut child = command()
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run promtool");
+    child.stdin.take().unwrap().write_all(scrape.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() || out.status.code() == Some(3),
+        "promtool check metrics could not read the scrape ({}): {text}",
+        out.status
+    );
+    text
+}
