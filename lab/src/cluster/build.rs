@@ -14,6 +14,8 @@
 //!   `istio-iptables` writes Istio's real capture rules into a test pod's
 //!   namespace, and its status server relays a rewritten preStop hook, as
 //!   in an Istio sidecar. Not the node's either.
+//! - Helm 3, by `go install`: the suite installs, upgrades and removes
+//!   graceful's chart (deploy/helm/graceful) with it. An operator's tool.
 //!
 //! runc and the CNI plugins stay Debian's (setup installs them): runc from
 //! the module proxy needs cgo and libseccomp, and Debian's 1.1.5 runs every
@@ -43,6 +45,7 @@ pub const OPA: &str = "v1.22.4";
 /// the only version of the module the module proxy serves here; no release
 /// tag is.
 pub const ISTIO: &str = "v0.0.0-20260827124520-eed52ebb66ad";
+pub const HELM: &str = "v3.21.4";
 
 /// The commands built from k8s.io/kubernetes.
 pub const KUBE_COMMANDS: &[&str] = &[
@@ -80,6 +83,7 @@ pub struct Kube {
     etcd: PathBuf,
     opa: PathBuf,
     istio: PathBuf,
+    helm: PathBuf,
 }
 
 impl Kube {
@@ -90,6 +94,7 @@ impl Kube {
             "etcd" => &self.etcd,
             "opa" => &self.opa,
             "pilot-agent" => &self.istio,
+            "helm" => &self.helm,
             "containerd" | "containerd-shim-runc-v2" | "ctr" | "crictl" => &self.containerd,
             _ => &self.kube,
         };
@@ -101,7 +106,7 @@ impl Kube {
     /// this process's PATH and the sbin directories (the kubelet and
     /// kube-proxy run iptables, mount and friends).
     pub fn path_env(&self) -> String {
-        let dirs = [&self.kube, &self.containerd, &self.etcd, &self.istio];
+        let dirs = [&self.kube, &self.containerd, &self.etcd, &self.istio, &self.helm];
         let mut path: Vec<String> = dirs.iter().map(|d| d.join("bin").display().to_string()).collect();
         let inherited = std::env::var("PATH").unwrap_or_default();
         path.extend(inherited.split(':').filter(|d| !d.is_empty()).map(str::to_string));
@@ -131,6 +136,7 @@ pub fn ensure(asked: &str) -> anyhow::Result<Kube> {
     let etcd = tools.join(format!("etcd-{ETCD}"));
     let opa = tools.join(format!("opa-{OPA}"));
     let istio = tools.join(format!("istio-{ISTIO}"));
+    let helm = tools.join(format!("helm-{HELM}"));
     let mut bins: Vec<&str> = KUBE_COMMANDS.to_vec();
     bins.push("pause");
     cached_or(
@@ -174,6 +180,13 @@ pub fn ensure(asked: &str) -> anyhow::Result<Kube> {
             )
         },
     )?;
+    cached_or(
+        &helm,
+        &format!("helm {HELM}"),
+        &["helm"],
+        "about a minute",
+        build_helm,
+    )?;
     built(version)
 }
 
@@ -199,6 +212,7 @@ pub fn built(asked: &str) -> anyhow::Result<Kube> {
         etcd: tools.join(format!("etcd-{ETCD}")),
         opa: tools.join(format!("opa-{OPA}")),
         istio: tools.join(format!("istio-{ISTIO}")),
+        helm: tools.join(format!("helm-{HELM}")),
     })
 }
 
@@ -304,6 +318,27 @@ fn build_containerd(dir: &Path) -> anyhow::Result<()> {
         &[format!("sigs.k8s.io/cri-tools/cmd/crictl@{CRICTL}")],
         &ldflags,
     )
+}
+
+/// Helm with the version and the Kubernetes version its Makefile stamps in:
+/// without them `helm template` renders for Kubernetes 1.20 and refuses a
+/// chart that needs 1.25.
+fn build_helm(dir: &Path) -> anyhow::Result<()> {
+    let m = "helm.sh/helm/v3";
+    let (go_mod, _) = gomod::go_mod(m, HELM)?;
+    // client-go v0.36.2 is Kubernetes 1.36.
+    let client_go = go_mod
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("k8s.io/client-go v0."))
+        .and_then(|v| v.split('.').next())
+        .context("helm's go.mod names no k8s.io/client-go v0.x")?;
+    let mut ldflags = format!("-s -w -X {m}/internal/version.version={HELM}");
+    for pkg in ["pkg/lint/rules", "pkg/chartutil"] {
+        ldflags.push_str(&format!(
+            " -X {m}/{pkg}.k8sVersionMajor=1 -X {m}/{pkg}.k8sVersionMinor={client_go}"
+        ));
+    }
+    gomod::install(&dir.join("bin"), &[format!("{m}/cmd/helm@{HELM}")], &ldflags)
 }
 
 fn build_etcd(dir: &Path) -> anyhow::Result<()> {
