@@ -10,6 +10,7 @@
 pub mod clients;
 pub mod demo;
 pub mod forward;
+pub mod helm;
 pub mod late_lb;
 pub mod pod;
 pub mod release;

@@ -12,6 +12,8 @@ mod crash;
 mod examples;
 mod gate;
 mod handover;
+mod helm;
+mod helm_lifecycle;
 mod http_gate;
 mod mesh;
 mod native_sidecars;

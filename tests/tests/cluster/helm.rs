@@ -1,0 +1,275 @@
+//! graceful's Helm chart, checked by the tools the field uses and by the
+//! node's own API server:
+//!
+//! - `helm lint --strict`, and `helm template` of every documented variant
+//!   applied with `--dry-run=server` (the monitoring objects against
+//!   prometheus-operator's own CRDs);
+//! - a wrong value fails `helm template` in one line, from the schema;
+//! - the chart's agent is deploy/base's, field for field;
+//! - every alert fires in a `promtool test rules` unit test.
+//!
+//! Installing, upgrading and removing it on the node: `helm_lifecycle.rs`.
+
+use std::collections::BTreeSet;
+
+use graceful_tests::cluster::{
+    helm::{self, MonitoringCrds},
+    workspace,
+};
+use serde_json::Value;
+
+/// The documented variants (values.yaml), as `--set` lists.
+const VARIANTS: &[(&str, &[&str])] = &[
+    ("defaults", &[]),
+    (
+        "ServiceMonitor, alerts, dashboard",
+        &[
+            "metrics.serviceMonitor.enabled=true",
+            "metrics.prometheusRule.enabled=true",
+            "metrics.dashboard.enabled=true",
+        ],
+    ),
+    (
+        "PodMonitor and alerts, without kube-state-metrics",
+        &[
+            "metrics.podMonitor.enabled=true",
+            "service.enabled=false",
+            "metrics.prometheusRule.enabled=true",
+            "metrics.prometheusRule.kubeStateMetrics=false",
+        ],
+    ),
+    (
+        "NetworkPolicy for the metrics port",
+        &[
+            "networkPolicy.enabled=true",
+            "networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=monitoring",
+        ],
+    ),
+    (
+        "an image from a registry, tracepoint counting, no keeper",
+        &[
+            "image.repository=registry.example/platform/graceful-agent",
+            "image.tag=0.1.0-rc1",
+            "imagePullSecrets[0].name=pull",
+            "agent.counting=tracepoint",
+            "agent.keeper=false",
+            "agent.shutdownBudget=8s",
+            "rbac.create=true",
+            "serviceAccount.name=graceful-agent",
+        ],
+    ),
+];
+
+fn sets(list: &[&str]) -> Vec<String> {
+    list.iter()
+        .flat_map(|s| ["--set".to_string(), s.to_string()])
+        .collect()
+}
+
+#[test]
+fn the_chart_lints_and_the_api_server_accepts_every_variant() {
+    let (cluster, _serial) = crate::node();
+    let chart = helm::chart();
+    let lint = helm::helm(&cluster, &["lint", "--strict", chart.to_str().unwrap()]);
+    assert!(lint.contains("1 chart(s) linted, 0 chart(s) failed"), "{lint}");
+    let _crds = MonitoringCrds::apply(&cluster);
+    for (name, set) in VARIANTS {
+        let args = sets(set);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut lint_args = vec!["lint", "--strict", chart.to_str().unwrap()];
+        lint_args.extend(&args);
+        helm::helm(&cluster, &lint_args);
+        let rendered = helm::template(&cluster, &args).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let out = cluster.kubectl_stdin(&["apply", "--dry-run=server", "-f", "-"], &rendered);
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.status.success(),
+            "{name}: the API server refused the chart: {said}"
+        );
+        let kinds: BTreeSet<&str> = rendered
+            .lines()
+            .filter_map(|l| l.strip_prefix("kind: "))
+            .collect();
+        eprintln!("{name}: {} objects accepted ({kinds:?})", said.lines().count());
+    }
+}
+
+#[test]
+fn a_wrong_value_fails_in_one_line_that_names_it() {
+    let (cluster, _serial) = crate::node();
+    for (set, says) in [
+        ("agent.counting=bogus", "/agent/counting"),
+        ("agent.shutdownBudget=5x", "/agent/shutdownBudget"),
+        ("nosuch=1", "additional properties 'nosuch' not allowed"),
+        (
+            "terminationGracePeriodSeconds=5",
+            "/terminationGracePeriodSeconds",
+        ),
+        ("ports.metrics=70000", "/ports/metrics"),
+        (
+            "metrics.serviceMonitor.interval=often",
+            "/metrics/serviceMonitor/interval",
+        ),
+        ("networkPolicy.enabled=true", "networkPolicy.metricsFrom"),
+        (
+            "metrics.serviceMonitor.enabled=true,service.enabled=false",
+            "needs service.enabled",
+        ),
+    ] {
+        let err = helm::template(&cluster, &["--set", set]).expect_err(set);
+        assert!(err.contains(says), "{set}: {err}");
+        let message: Vec<&str> = err
+            .lines()
+            .filter(|l| !l.trim().is_empty() && !l.contains("--debug"))
+            .collect();
+        assert!(message.len() <= 4, "{set}: not a short message: {err}");
+    }
+}
+
+/// One object of a rendered stream, by kind.
+fn object<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
+    docs.iter()
+        .find(|d| d["kind"] == kind)
+        .unwrap_or_else(|| panic!("no {kind} rendered"))
+}
+
+/// Every document of a YAML stream, as JSON values.
+fn documents(yaml: &str) -> Vec<Value> {
+    use serde::Deserialize as _;
+    serde_norway::Deserializer::from_str(yaml)
+        .map(|doc| Value::deserialize(doc).unwrap_or_else(|e| panic!("not YAML: {e}: {yaml}")))
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+#[test]
+fn the_charts_agent_is_deploy_bases_field_for_field() {
+    let (cluster, _serial) = crate::node();
+    let chart = documents(&helm::template(&cluster, &[]).unwrap());
+    let base_dir = workspace().join("deploy/base");
+    let base = documents(&cluster.kubectl(&["kustomize", base_dir.to_str().unwrap()]));
+    let (c, b) = (object(&chart, "DaemonSet"), object(&base, "DaemonSet"));
+    assert_eq!(c["metadata"]["name"], b["metadata"]["name"]);
+    assert_eq!(c["metadata"]["namespace"], b["metadata"]["namespace"]);
+    // A release can adopt a DaemonSet applied from deploy/base: the
+    // selector, which cannot change, is the same.
+    assert_eq!(c["spec"]["selector"], b["spec"]["selector"]);
+    assert_eq!(c["spec"]["updateStrategy"], b["spec"]["updateStrategy"]);
+    let (cp, bp) = (&c["spec"]["template"]["spec"], &b["spec"]["template"]["spec"]);
+    for field in [
+        "hostPID",
+        "priorityClassName",
+        "terminationGracePeriodSeconds",
+        "enableServiceLinks",
+        "tolerations",
+        "volumes",
+        "serviceAccountName",
+    ] {
+        assert_eq!(cp[field], bp[field], "pod spec {field}");
+    }
+    let (cc, bc) = (&cp["containers"][0], &bp["containers"][0]);
+    assert_eq!(cc["image"], bc["image"], "the image");
+    for field in [
+        "args",
+        "ports",
+        "env",
+        "securityContext",
+        "resources",
+        "readinessProbe",
+        "livenessProbe",
+        "volumeMounts",
+        "imagePullPolicy",
+    ] {
+        assert_eq!(cc[field], bc[field], "container {field}");
+    }
+    assert_eq!(
+        object(&chart, "ClusterRole")["rules"],
+        object(&base, "ClusterRole")["rules"],
+        "the agent's RBAC"
+    );
+}
+
+#[test]
+fn every_alert_fires_in_its_promtool_unit_test() {
+    let (cluster, _serial) = crate::node();
+    let rendered = helm::template(
+        &cluster,
+        &[
+            "--set",
+            "metrics.prometheusRule.enabled=true",
+            "--show-only",
+            "templates/prometheusrule.yaml",
+        ],
+    )
+    .unwrap();
+    let rule = &documents(&rendered)[0];
+    let groups = &rule["spec"]["groups"];
+    let alerts: BTreeSet<String> = groups
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["rules"].as_array().unwrap().iter())
+        .filter_map(|r| r["alert"].as_str().map(str::to_string))
+        .collect();
+    assert!(alerts.len() >= 9, "{alerts:?}");
+
+    // promtool reads a rules file: the PrometheusRule's spec, as JSON
+    // (which is YAML), beside the committed unit tests.
+    let dir = tempfile_dir();
+    let tests = workspace().join("tests/fixtures/alerts/graceful.test.yaml");
+    std::fs::write(
+        dir.join("rules.yaml"),
+        serde_json::json!({ "groups": groups }).to_string(),
+    )
+    .unwrap();
+    std::fs::copy(&tests, dir.join("graceful.test.yaml")).unwrap();
+    for args in [
+        &["check", "rules", "rules.yaml"][..],
+        &["test", "rules", "graceful.test.yaml"],
+    ] {
+        let out = graceful_tests::promtool::command()
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "promtool {args:?}:\n{text}");
+        let last = text
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or_default();
+        eprintln!("promtool {}: {}", args.join(" "), last.trim());
+    }
+
+    // Every alert is seen firing in some test (an expected alert listed).
+    let fixture = std::fs::read_to_string(&tests).unwrap();
+    let mut firing = BTreeSet::new();
+    let mut current = None;
+    for line in fixture.lines() {
+        let t = line.trim();
+        if let Some(name) = t.strip_prefix("alertname: ") {
+            current = Some(name.to_string());
+        } else if t == "exp_alerts:" {
+            firing.extend(current.take());
+        } else if t.starts_with("exp_alerts: []") {
+            current = None;
+        }
+    }
+    assert_eq!(firing, alerts, "every alert needs a unit test in which it fires");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn tempfile_dir() -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("graceful-alerts-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
