@@ -72,10 +72,11 @@ pub fn run() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// promtool, from Debian's `prometheus` package, unpacked into the tools
-/// directory rather than installed: installing the package would start a
-/// Prometheus service on this machine. The tests check the agent's live
-/// scrape and the chart's alert rules with it.
+/// promtool and the Prometheus server, from Debian's `prometheus` package,
+/// unpacked into the tools directory rather than installed: installing the
+/// package would start a Prometheus service on this machine. The tests
+/// check the agent's live scrape and the chart's alert rules with promtool,
+/// and scrape the agent on the test node with the server.
 pub fn promtool_bin() -> anyhow::Result<PathBuf> {
     Ok(tools_dir()?.join("prometheus/usr/bin/promtool"))
 }

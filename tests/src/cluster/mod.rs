@@ -13,6 +13,7 @@ pub mod forward;
 pub mod helm;
 pub mod late_lb;
 pub mod pod;
+pub mod prometheus;
 pub mod release;
 pub mod rollout;
 pub mod service;

@@ -16,6 +16,7 @@ mod helm;
 mod helm_lifecycle;
 mod http_gate;
 mod mesh;
+mod monitoring;
 mod native_sidecars;
 mod pod_security;
 mod policy_opa;

@@ -1,0 +1,202 @@
+//! The agent on the node, watched as a platform team watches it: Debian's
+//! Prometheus discovers the DaemonSet's pod through the API server (as the
+//! chart's PodMonitor has it), scrapes its metrics address, and evaluates
+//! the chart's alert rules.
+//!
+//! - a pod's series keep their `namespace` and `pod` (no `exported_`), and
+//!   count what ss counts;
+//! - every query of the chart's dashboard returns series;
+//! - `promtool check metrics` passes on the agent pod's own scrape;
+//! - an agent that stops answering fires `GracefulAgentDown`.
+
+use std::{
+    io::{Read as _, Write as _},
+    net::TcpStream,
+    time::Duration,
+};
+
+use graceful_tests::{
+    cluster::{
+        clients::Clients, helm, pod::Pod, prometheus::Prometheus, Cluster, Namespace, AGENT_METRICS_PORT,
+        AGENT_NAMESPACE,
+    },
+    oracle,
+};
+use serde_json::Value;
+
+/// The chart's rules with the agent-down delay cut to 5 s, as a rules file.
+fn rules(cluster: &Cluster) -> String {
+    let rendered = helm::template(
+        cluster,
+        &[
+            "--set",
+            "metrics.prometheusRule.enabled=true,metrics.prometheusRule.for.agentDown=5s",
+            "--show-only",
+            "templates/prometheusrule.yaml",
+        ],
+    )
+    .unwrap();
+    let yaml: serde_norway::Value = serde_norway::from_str(&rendered).unwrap();
+    let json: Value = serde_json::to_value(yaml).unwrap();
+    serde_json::json!({ "groups": json["spec"]["groups"] }).to_string()
+}
+
+/// Every query of the chart's dashboard, its `$instance` as "All".
+fn dashboard_queries() -> Vec<String> {
+    let path = helm::chart().join("files/dashboard.json");
+    let d: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    d["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["targets"].as_array().unwrap().iter())
+        .map(|t| t["expr"].as_str().unwrap().replace("$instance", ".+"))
+        .collect()
+}
+
+/// The agent's own process (the keeper's child) in its pod.
+fn agent_pid(cluster: &Cluster, pod: &str) -> u32 {
+    let json = cluster.json(&["-n", AGENT_NAMESPACE, "get", "pod", pod]);
+    let pod = Pod::from_json(&json);
+    let keeper = pod.container_pid("agent");
+    let procs = std::fs::read_to_string(pod.container_cgroup_dir("agent").join("cgroup.procs")).unwrap();
+    procs
+        .lines()
+        .filter_map(|l| l.trim().parse::<u32>().ok())
+        .find(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            // pid (comm) state ppid ...
+            let after = stat.rsplit_once(") ").map(|(_, r)| r).unwrap_or_default();
+            after.split_whitespace().nth(1) == Some(&keeper.to_string())
+        })
+        .unwrap_or_else(|| panic!("no child of the keeper {keeper} in the agent's container: {procs}"))
+}
+
+/// Sends SIGCONT to a stopped agent whatever happens.
+struct Stopped(u32);
+
+impl Stopped {
+    fn stop(pid: u32) -> Stopped {
+        assert_eq!(
+            unsafe { libc::kill(pid as i32, libc::SIGSTOP) },
+            0,
+            "SIGSTOP {pid}"
+        );
+        Stopped(pid)
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        unsafe { libc::kill(self.0 as i32, libc::SIGCONT) };
+    }
+}
+
+#[test]
+fn prometheus_scrapes_the_agent_the_dashboard_has_series_and_a_stopped_agent_alerts() {
+    let (cluster, _serial) = crate::node();
+    let ns = Namespace::create(&cluster, "monitoring");
+    ns.apply(&crate::app_pod("server", None, 5));
+    let server = Pod::wait_ready(&ns, "app=server", 1, 60).remove(0);
+    let _clients = Clients::open(&cluster, format!("{}:8080", server.ip).parse().unwrap(), 4);
+    let kernel = oracle::view(Some(&server.netns()), &server.container_cgroup("app"));
+    assert_eq!(kernel.inbound_live, 4);
+
+    // The agent pod's own scrape, as curl would read it: promtool finds nothing.
+    let agent = cluster.agent_pod(60);
+    let ip = cluster.kubectl(&[
+        "-n",
+        AGENT_NAMESPACE,
+        "get",
+        "pod",
+        &agent,
+        "-o",
+        "jsonpath={.status.podIP}",
+    ]);
+    let addr = format!("{ip}:{AGENT_METRICS_PORT}").parse().unwrap();
+    let scrape = cluster.on_node(move || {
+        let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.0\r\nHost: agent\r\n\r\n")
+            .unwrap();
+        let mut raw = String::new();
+        s.read_to_string(&mut raw).unwrap();
+        raw
+    });
+    let (_, body) = scrape.split_once("\r\n\r\n").unwrap();
+    let found = graceful_tests::promtool::check_metrics(body);
+    assert!(
+        found.trim().is_empty(),
+        "promtool check metrics on {agent}: {found}"
+    );
+
+    let prom = Prometheus::start(&cluster, &rules(&cluster));
+    let up = graceful_tests::wait_for(60, "Prometheus to scrape the agent", || {
+        let r = prom.query("up{job=\"graceful\"} == 1");
+        (r.len() == 1).then(|| r[0].clone())
+    });
+    assert_eq!(up["metric"]["pod"], agent.as_str(), "{up}");
+    assert_eq!(up["metric"]["namespace"], AGENT_NAMESPACE, "{up}");
+    assert!(up["metric"]["node"].is_string(), "{up}");
+
+    // The pod's series, with its own namespace and pod, as ss counts it.
+    let series = format!(
+        "graceful_pod_inbound_connections{{namespace=\"{}\",pod=\"server\"}}",
+        ns.name
+    );
+    let v = graceful_tests::wait_for(30, "the pod's series", || prom.query(&series).into_iter().next());
+    assert_eq!(v["value"][1], "4", "{v}");
+    assert!(
+        prom.query("{__name__=~\"graceful_.+\", exported_namespace=~\".+\"}")
+            .is_empty()
+            && prom
+                .query("{__name__=~\"graceful_.+\", exported_pod=~\".+\"}")
+                .is_empty(),
+        "a series arrived with exported_ labels"
+    );
+    let info = prom.query("graceful_build_info");
+    assert_eq!(info.len(), 1, "{info:?}");
+    assert_eq!(
+        info[0]["metric"]["pod"],
+        agent.as_str(),
+        "the agent's own series name the agent's pod"
+    );
+
+    // Every dashboard query has series (rates need two scrapes: wait).
+    for q in dashboard_queries() {
+        let r = graceful_tests::wait_for(30, &format!("series for the dashboard's {q}"), || {
+            let r = prom.query(&q);
+            (!r.is_empty()).then_some(r)
+        });
+        eprintln!("dashboard: {} series  {q}", r.len());
+    }
+
+    // The agent stops answering (a hung process): up 0, and the alert
+    // fires once its `for` (5 s here) has passed.
+    assert!(prom
+        .alerts()
+        .iter()
+        .all(|a| a["labels"]["alertname"] != "GracefulAgentDown"));
+    let stopped = Stopped::stop(agent_pid(&cluster, &agent));
+    let alert = graceful_tests::wait_for(60, "GracefulAgentDown to fire", || {
+        prom.alerts()
+            .into_iter()
+            .find(|a| a["labels"]["alertname"] == "GracefulAgentDown" && a["state"] == "firing")
+    });
+    drop(stopped);
+    eprintln!("fired: {}", alert["annotations"]["summary"]);
+    assert_eq!(alert["labels"]["severity"], "critical", "{alert}");
+    assert_eq!(alert["labels"]["pod"], agent.as_str(), "{alert}");
+    assert_eq!(
+        alert["labels"]["instance"],
+        format!("{ip}:{AGENT_METRICS_PORT}"),
+        "{alert}"
+    );
+    // Answering again, it resolves.
+    graceful_tests::wait_for(60, "GracefulAgentDown to resolve", || {
+        prom.alerts()
+            .iter()
+            .all(|a| a["labels"]["alertname"] != "GracefulAgentDown")
+            .then_some(())
+    });
+    let _ = prom.log();
+}
