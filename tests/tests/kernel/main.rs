@@ -5,6 +5,7 @@
 mod api;
 mod bad_env;
 mod churn;
+mod command_line;
 mod counts;
 mod drain_engine;
 mod drain_start;
