@@ -7,6 +7,8 @@ use tracing::warn;
 
 /// The gate socket's name in the gate directory.
 pub const SOCKET: &str = "gate.sock";
+/// The hook's binary in the gate directory, which pods mount at /graceful.
+pub const WAIT_BIN: &str = "graceful-wait";
 
 /// Puts `graceful-wait` and the gate socket in `dir`: the socket bound
 /// anew, or the one a handover brought (`handed`), bound by the previous
@@ -25,7 +27,7 @@ pub fn open(
                 anyhow::anyhow!("cannot find this executable to place graceful-wait beside it: {e}")
             })?
             .parent()
-            .map(|d| d.join("graceful-wait")),
+            .map(|d| d.join(WAIT_BIN)),
     };
     match src.filter(|p| p.exists()) {
         Some(src) => place(&src, dir)?,
@@ -48,7 +50,7 @@ pub fn open(
 pub fn place(src: &Path, dir: &Path) -> anyhow::Result<()> {
     use std::os::unix::fs::PermissionsExt as _;
     let tmp = dir.join(".graceful-wait.tmp");
-    let dest = dir.join("graceful-wait");
+    let dest = dir.join(WAIT_BIN);
     let result = std::fs::copy(src, &tmp)
         .map_err(|e| anyhow::anyhow!("cannot copy {} to {}: {e}", src.display(), tmp.display()))
         .and_then(|_| {

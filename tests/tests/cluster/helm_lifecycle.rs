@@ -8,8 +8,10 @@
 //! 2. `helm upgrade` in the middle of two drains: the same;
 //! 3. `helm uninstall`: the chart's objects go; the pinned programs stay
 //!    (as documented) and count on with no agent;
-//! 4. a reinstall (deploy/base again, as the rest of the suite expects):
-//!    nothing counted meanwhile is lost.
+//! 4. the documented removal of what stays, `graceful uninstall` on the
+//!    node through `kubectl debug node`: pins and gate files go;
+//! 5. a reinstall (deploy/base again, as the rest of the suite expects)
+//!    counts every connection still open, as ss does.
 
 use graceful_tests::{
     cluster::{
@@ -120,8 +122,44 @@ fn pinned_count(pod: &Pod) -> u64 {
         .unwrap_or_else(|| panic!("no pinned counter for {cgroup}: {rows}"))
 }
 
+/// `graceful uninstall` on the node, from the agent's own image, as
+/// `kubectl debug node` runs it (the host's root at /host; /var/run is a
+/// link to /run, which would resolve inside the container). What it said.
+fn remove_with_kubectl_debug(cluster: &Cluster, ns: &Namespace) -> String {
+    let node = cluster.kubectl(&["get", "nodes", "-o", "jsonpath={.items[0].metadata.name}"]);
+    let image = graceful_tests::cluster::AGENT_IMAGE;
+    let out = ns.kubectl(&[
+        "debug",
+        &format!("node/{node}"),
+        "--profile=sysadmin",
+        &format!("--image={image}"),
+        "--image-pull-policy=IfNotPresent",
+        "--",
+        "/graceful",
+        "uninstall",
+        "--pin-dir",
+        "/host/sys/fs/bpf/graceful",
+        "--gate-dir",
+        "/host/run/graceful",
+    ]);
+    // "Creating debugging pod node-debugger-NODE-XXXXX with container debugger on node NODE."
+    let pod = out
+        .split_whitespace()
+        .find(|w| w.starts_with("node-debugger-"))
+        .unwrap_or_else(|| panic!("kubectl debug named no pod: {out}"))
+        .to_string();
+    graceful_tests::wait_for(120, "the removal to finish", || {
+        let phase = ns.kubectl(&["get", "pod", &pod, "-o", "jsonpath={.status.phase}"]);
+        assert_ne!(phase, "Failed", "{}", ns.kubectl(&["logs", &pod]));
+        (phase == "Succeeded").then_some(())
+    });
+    let said = ns.kubectl(&["logs", &pod]);
+    ns.kubectl(&["delete", "pod", &pod, "--wait=false"]);
+    said
+}
+
 #[test]
-fn helm_installs_over_deploy_base_and_upgrades_mid_drain_and_a_reinstall_loses_no_count() {
+fn helm_installs_over_deploy_base_upgrades_mid_drain_and_uninstalls_as_documented() {
     let (cluster, _serial) = crate::node();
     let _restore = Restore(&cluster);
     let ns = Namespace::create(&cluster, "helm");
@@ -260,7 +298,17 @@ fn helm_installs_over_deploy_base_and_upgrades_mid_drain_and_a_reinstall_loses_n
     });
     eprintln!("after helm uninstall: no agent, the pinned programs counted 5 -> 3 as ss did");
 
-    // 4. Reinstalled: nothing counted meanwhile is lost.
+    // 4. What stays, removed as docs/operator-guide.md says.
+    let said = remove_with_kubectl_debug(&cluster, &ns);
+    eprintln!("graceful uninstall through kubectl debug node: {}", said.trim());
+    assert!(!pins.exists(), "the pins are still there: {said}");
+    assert!(
+        !std::path::Path::new("/run/graceful/graceful-wait").exists()
+            && !std::path::Path::new("/run/graceful/gate.sock").exists(),
+        "the gate files are still there: {said}"
+    );
+
+    // 5. Reinstalled: the connections still open are counted (adopted).
     let overlay = graceful_tests::cluster::workspace().join("tests/overlays/agent");
     cluster.kubectl(&["apply", "-k", overlay.to_str().unwrap()]);
     cluster.agent_pod(180);

@@ -40,7 +40,10 @@ fn every_command_answers_help_on_stdout_with_exit_0() {
         ("graceful-wait", vec!["--help".into()]),
         ("graceful-wait", vec!["-h".into()]),
     ];
-    calls.extend(subs.iter().map(|s| ("graceful", vec![s.clone(), "--help".into()])));
+    calls.extend(
+        subs.iter()
+            .map(|s| ("graceful", vec![s.clone(), "--help".into()])),
+    );
     for (bin, args) in calls {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let out = run(bin, &args);
@@ -74,7 +77,11 @@ fn every_duration_flag_takes_one_syntax_and_refuses_the_rest_in_one_line() {
             let out = run(bin, &args);
             let err = String::from_utf8_lossy(&out.stderr);
             assert_eq!(out.status.code(), Some(2), "{bin} {args:?}: {out:?}");
-            assert_eq!(err.trim_end().lines().count(), 1, "{bin} {args:?}: not one line: {err}");
+            assert_eq!(
+                err.trim_end().lines().count(),
+                1,
+                "{bin} {args:?}: not one line: {err}"
+            );
             assert!(err.contains(flag), "{bin} {args:?}: does not name {flag}: {err}");
             assert!(
                 err.contains("ms, s, m or h") || err.contains("like 500ms"),
