@@ -18,6 +18,9 @@
 //! - [`keeper`]: a process that outlives the agent and keeps its
 //!   listeners and held hooks, so that a crash cuts none;
 //! - [`agent`]: the node agent, which starts and owns every task;
+//! - [`counted`]: the pinned counts per cgroup path (`graceful cgroups`,
+//!   `/v1/cgroups`);
+//! - [`doctor`]: can this node run graceful, check by check;
 //! - [`cli`]: the `graceful` command line.
 pub mod adopt;
 
@@ -30,6 +33,8 @@ pub mod api;
 pub mod bpf;
 pub mod cgroupfs;
 pub mod cli;
+pub mod counted;
+pub mod doctor;
 pub mod drain;
 pub mod duration;
 pub mod gate;

@@ -13,6 +13,8 @@
 //! | `GET /v1/pods/{uid, uid prefix, or namespace/name}` | one pod |
 //! | `GET /v1/drains` | drains in progress and released, terminating pods ([`Drains`](node::Drains)) |
 //! | `GET /v1/events` | NDJSON stream: pod snapshots as they change, drain and termination events |
+//! | `GET /v1/cgroups` | every cgroup's pinned counts (`graceful cgroups -o json`) |
+//! | `GET /v1/doctor` | `graceful doctor`'s checks, from inside the agent ([`Finding`](crate::doctor::Finding)s) |
 //! | `GET /healthz` | 200 while the agent serves |
 //! | `GET /readyz` | 200 once the programs are attached and the resolver has synced |
 //! | `GET /metrics` | Prometheus (OpenMetrics text) |

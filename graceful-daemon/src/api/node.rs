@@ -73,6 +73,18 @@ pub struct Status {
 }
 
 impl Node {
+    /// `graceful cgroups -o json`'s rows, read now from the pinned maps.
+    pub fn cgroups(&self) -> anyhow::Result<Vec<crate::counted::Row>> {
+        let hier = crate::cgroupfs::Hierarchy::discover()?;
+        crate::counted::rows(&self.pins, &hier)
+    }
+
+    /// `graceful doctor`'s findings from inside the agent.
+    pub fn doctor(&self) -> Vec<crate::doctor::Finding> {
+        let pods = self.pods();
+        crate::doctor::findings(&self.pins, Some(&pods), false)
+    }
+
     /// Every cgroup's counters, from the map the agent holds open (no
     /// re-open and layout check per request, stream tick or scrape).
     fn counters(&self) -> BTreeMap<u64, CgroupCounters> {

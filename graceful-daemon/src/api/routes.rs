@@ -23,8 +23,8 @@ pub struct Api {
 }
 
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-const ENDPOINTS: &str =
-    "GET /v1/pods, /v1/pods/{uid|namespace/name}, /v1/drains, /v1/events, /healthz, /readyz, /metrics";
+const ENDPOINTS: &str = "GET /v1/pods, /v1/pods/{uid|namespace/name}, /v1/drains, /v1/events, /v1/cgroups, \
+                         /v1/doctor, /healthz, /readyz, /metrics";
 
 /// What a listener serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,6 +48,11 @@ pub enum Route<'a> {
     Pods,
     Drains,
     Events,
+    /// The pinned counts of every cgroup, as `graceful cgroups -o json`.
+    Cgroups,
+    /// `graceful doctor`'s checks, run in the agent (no trial load: its
+    /// programs are loaded).
+    Doctor,
     /// `/v1/pods/{want}`: a uid, uid prefix or namespace/name, for [`find`].
     Pod(&'a str),
 }
@@ -76,6 +81,8 @@ impl<'a> Route<'a> {
             "/v1/pods" => Route::Pods,
             "/v1/drains" => Route::Drains,
             "/v1/events" => Route::Events,
+            "/v1/cgroups" => Route::Cgroups,
+            "/v1/doctor" => Route::Doctor,
             _ => match path.strip_prefix("/v1/pods/") {
                 Some(want) => Route::Pod(want),
                 None => {
@@ -125,6 +132,14 @@ pub async fn handle<B>(api: Arc<Api>, scope: Scope, req: Request<B>) -> http::Re
         Route::Pods => json(StatusCode::OK, &api.node.pods()),
         Route::Drains => json(StatusCode::OK, &api.node.drains()),
         Route::Events => feed::stream(api.node.clone(), api.resolver.subscribe()),
+        Route::Cgroups => {
+            let node = api.node.clone();
+            blocking(move || node.cgroups()).await
+        }
+        Route::Doctor => {
+            let node = api.node.clone();
+            blocking(move || Ok(node.doctor())).await
+        }
         Route::Pod(want) => {
             let pods = api.node.pods();
             match find(&pods, want) {
@@ -132,6 +147,18 @@ pub async fn handle<B>(api: Arc<Api>, scope: Scope, req: Request<B>) -> http::Re
                 Err(e) => error(StatusCode::NOT_FOUND, e),
             }
         }
+    }
+}
+
+/// A JSON answer computed off the runtime's threads (a walk of the
+/// cgroup tree, the doctor's checks).
+async fn blocking<T: serde::Serialize + Send + 'static>(
+    f: impl FnOnce() -> anyhow::Result<T> + Send + 'static,
+) -> http::Response<Body> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(Ok(v)) => json(StatusCode::OK, &v),
+        Ok(Err(e)) => error(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}")),
+        Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "the request's task failed"),
     }
 }
 

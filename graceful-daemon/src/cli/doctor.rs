@@ -1,15 +1,11 @@
 //! `graceful doctor`: can this node run graceful? Each problem is one line
 //! saying what to do; the exit status is non-zero if the agent cannot work.
+//! The checks are [`crate::doctor`]'s; the running agent also serves them
+//! (`/v1/doctor`, which `kubectl graceful doctor` reads).
 
 use crate::{
-    bpf::{
-        bpffs::{self, Residence},
-        btf::Btf,
-        layout, loader,
-        paths::PinDir,
-        query,
-    },
-    cgroupfs, kernel,
+    bpf::paths::PinDir,
+    doctor::{findings, verdict},
 };
 
 #[derive(Debug, clap::Args)]
@@ -19,254 +15,18 @@ pub struct Args {
     pub no_load: bool,
 }
 
-#[derive(PartialEq, Eq, Clone, Copy)]
-enum Level {
-    Ok,
-    Warn,
-    Fail,
-}
-
-struct Report {
-    failed: bool,
-}
-
-impl Report {
-    fn line(&mut self, level: Level, what: &str, msg: impl AsRef<str>) {
-        let tag = match level {
-            Level::Ok => "ok  ",
-            Level::Warn => "warn",
-            Level::Fail => {
-                self.failed = true;
-                "FAIL"
-            }
-        };
-        println!("{tag} {what:<12} {}", msg.as_ref());
-    }
-}
-
-/// Capabilities the agent uses, and the call that needs each.
-const CAPS: &[(u32, &str, &str)] = &[
-    (39, "CAP_BPF", "load programs and create maps"),
-    (
-        38,
-        "CAP_PERFMON",
-        "attach tracing programs and read kernel memory from them",
-    ),
-    (
-        21,
-        "CAP_SYS_ADMIN",
-        "mount the bpffs, pin objects and enter network namespaces (setns) for adoption",
-    ),
-    (
-        12,
-        "CAP_NET_ADMIN",
-        "attach cgroup_skb programs to draining pods' cgroups",
-    ),
-    (
-        19,
-        "CAP_SYS_PTRACE",
-        "read /proc/<pid>/ns/net of other processes to find every network namespace",
-    ),
-];
-
 pub fn run(pins: &PinDir, api: &std::path::Path, args: Args) -> anyhow::Result<i32> {
-    let mut r = Report { failed: false };
-
-    match kernel::check_floor() {
-        Ok(rel) => r.line(
-            Level::Ok,
-            "kernel",
-            format!("{rel} (floor {}.{})", kernel::FLOOR.0, kernel::FLOOR.1),
-        ),
-        Err(e) => r.line(Level::Fail, "kernel", e),
+    // The running agent's view of the pods, for what a mesh does to their gate.
+    let pods = super::client::get::<Vec<crate::resolver::counts::PodView>>(api, "/v1/pods").ok();
+    let findings = findings(pins, pods.as_deref(), !args.no_load);
+    for f in &findings {
+        println!("{}", f.line());
     }
-
-    let caps = kernel::effective_caps();
-    let missing: Vec<String> = CAPS
-        .iter()
-        .filter(|(bit, _, _)| caps & (1u64 << bit) == 0)
-        .map(|(_, name, why)| format!("{name} ({why})"))
-        .collect();
-    if missing.is_empty() {
-        r.line(Level::Ok, "privileges", "all needed capabilities are effective");
-    } else {
-        r.line(
-            Level::Fail,
-            "privileges",
-            format!(
-                "missing {}: run as root or grant these capabilities",
-                missing.join(", ")
-            ),
-        );
-    }
-
-    match Btf::from_sys_fs().and_then(|b| b.member_offset("sock_common", "skc_state").map(|o| (b, o))) {
-        Ok((b, off)) => match b.member_offset("sock", "sk_protocol") {
-            Ok(p) => r.line(
-                Level::Ok,
-                "btf",
-                format!("/sys/kernel/btf/vmlinux (skc_state at {off}, sk_protocol at {p})"),
-            ),
-            Err(e) => r.line(Level::Fail, "btf", e.to_string()),
-        },
-        Err(e) => r.line(Level::Fail, "btf", e.to_string()),
-    }
-
-    match cgroupfs::mount_point() {
-        Ok(m) => r.line(Level::Ok, "cgroup2", format!("mounted at {}", m.display())),
-        Err(e) => r.line(Level::Fail, "cgroup2", e.to_string()),
-    }
-
-    // The bpffs that holds the pin directory, and whether it outlives this
-    // container (see bpf::bpffs::residence).
-    let residence = bpffs::residence(pins.root());
-    let level = match &residence {
-        Residence::Uncontained { bpffs: Some(_) } => Level::Ok,
-        Residence::Uncontained { bpffs: None } => Level::Warn,
-        Residence::Host { propagated: true, .. } => Level::Ok,
-        Residence::Host { .. } => Level::Warn,
-        Residence::Own { .. } | Residence::Missing | Residence::NotBpffs { .. } => Level::Fail,
-    };
-    r.line(level, "bpffs", residence.describe());
-
-    match layout::check(pins) {
-        Ok(layout::PinState::Empty) => r.line(
-            Level::Ok,
-            "pins",
-            format!("none at {} (agent not installed yet)", pins.root().display()),
-        ),
-        Ok(layout::PinState::Compatible) => {
-            let links = std::fs::read_dir(pins.links()).map(|d| d.count()).unwrap_or(0);
-            r.line(
-                Level::Ok,
-                "pins",
-                format!(
-                    "{} holds maps of this layout and {links} attached program link(s)",
-                    pins.root().display()
-                ),
-            )
+    match verdict(&findings) {
+        Some(v) => {
+            println!("{v}");
+            Ok(1)
         }
-        Err(e) => r.line(Level::Fail, "pins", e.to_string()),
-    }
-
-    match crate::memcg::Budget::own() {
-        Some(b) if b.is_short() => r.line(
-            Level::Warn,
-            "memory",
-            format!(
-                "{}: raise the agent's memory limit, or the kernel OOM-kills it as sockets grow",
-                b.describe()
-            ),
-        ),
-        Some(b) => r.line(Level::Ok, "memory", format!("this process's {}", b.describe())),
-        None => r.line(
-            Level::Ok,
-            "memory",
-            "no memory cgroup readable here: no memory limit applies to this process",
-        ),
-    }
-
-    if !args.no_load {
-        if !kernel::is_root() {
-            r.line(
-                Level::Fail,
-                "programs",
-                "not root: cannot try loading the programs; run `sudo graceful doctor`",
-            );
-        } else {
-            let root = cgroupfs::mount_point();
-            match root
-                .as_ref()
-                .map_err(|e| e.to_string())
-                .and_then(|root| loader::trial(root).map_err(|e| e.to_string()))
-            {
-                Ok(loader::Trial { exits, sock_ops }) => {
-                    r.line(
-                        Level::Ok,
-                        "programs",
-                        "tp_btf/inet_sock_set_state attaches; iter/tcp and cgroup_skb/ingress load",
-                    );
-                    match sock_ops {
-                        None => r.line(
-                            Level::Ok,
-                            "counting",
-                            "sockops attaches at the cgroup v2 root: new connections are counted by it",
-                        ),
-                        Some(e) => r.line(
-                            Level::Warn,
-                            "counting",
-                            format!(
-                                "{e}; the agent counts with the tracepoint design instead \
-                                 (about three times the CPU per connection)"
-                            ),
-                        ),
-                    }
-                    let others = root
-                        .as_ref()
-                        .map(|root| query::foreign_sock_ops(root))
-                        .unwrap_or_default();
-                    if !others.is_empty() {
-                        r.line(
-                            Level::Warn,
-                            "sock_ops",
-                            format!(
-                                "other sock_ops programs run for every socket ({}): graceful counts by the \
-                                 sockets' STATE_CB and RTO_CB callback flags, and a program that sets a \
-                                 socket's flags without keeping those would make it miss changes",
-                                others.join(", ")
-                            ),
-                        );
-                    }
-                    match exits {
-                        None => r.line(Level::Ok, "exits", "tp_btf/cgroup_notify_populated attaches"),
-                        Some(e) => r.line(
-                            Level::Warn,
-                            "exits",
-                            format!("{e}; --after-containers sees exits through inotify, up to 10 ms later"),
-                        ),
-                    }
-                }
-                Err(e) => r.line(Level::Fail, "programs", e),
-            }
-        }
-    }
-
-    // The running agent's view of the pods: what a mesh does to their gate.
-    if let Ok(pods) = super::client::get::<Vec<crate::resolver::counts::PodView>>(api, "/v1/pods") {
-        let meshed: Vec<String> = pods
-            .iter()
-            .filter(|p| p.gate_warning.is_some())
-            .map(|p| {
-                format!(
-                    "{}/{}",
-                    p.namespace.as_deref().unwrap_or("-"),
-                    p.name.as_deref().unwrap_or(&p.uid)
-                )
-            })
-            .collect();
-        if meshed.is_empty() {
-            r.line(
-                Level::Ok,
-                "mesh",
-                "no pod's httpGet gate hook is relayed by a sidecar proxy that would cut it",
-            );
-        } else {
-            r.line(
-                Level::Warn,
-                "mesh",
-                format!(
-                    "{} pods' httpGet gate hooks are relayed by a mesh's sidecar proxy, which cuts them when it stops ({}): `graceful pods` says what to annotate",
-                    meshed.len(),
-                    meshed.join(", ")
-                ),
-            );
-        }
-    }
-
-    if r.failed {
-        println!("graceful cannot work on this node until the FAIL lines above are fixed");
-        Ok(1)
-    } else {
-        Ok(0)
+        None => Ok(0),
     }
 }

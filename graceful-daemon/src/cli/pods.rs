@@ -162,6 +162,14 @@ pub fn run_pod(pins: &PinDir, api: &Path, args: PodArgs) -> anyhow::Result<i32> 
 }
 
 fn pods_table(pods: &[PodView], wide: bool) -> String {
+    let mut out = table(&pods_rows(pods, wide));
+    out.push_str(&warnings(pods));
+    out
+}
+
+/// The table's rows, its head first (`kubectl graceful pods` adds a NODE
+/// column in front).
+pub fn pods_rows(pods: &[PodView], wide: bool) -> Vec<Vec<String>> {
     let mut head = vec!["NAMESPACE", "POD"];
     if wide {
         head.extend(["UID", "QOS"]);
@@ -193,7 +201,12 @@ fn pods_table(pods: &[PodView], wide: bool) -> String {
         }
         rows.push(r);
     }
-    let mut out = table(&rows);
+    rows
+}
+
+/// A `warning:` line for each pod whose gate a mesh would cut.
+pub fn warnings(pods: &[PodView]) -> String {
+    let mut out = String::new();
     for p in pods {
         if let Some(w) = &p.gate_warning {
             out.push_str(&format!(
