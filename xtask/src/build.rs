@@ -11,7 +11,15 @@ pub fn build_agent(quiet: bool) -> anyhow::Result<std::path::PathBuf> {
     let mut cmd = cargo();
     // cargo test builds a package's binaries only for its own integration
     // tests: graceful-wait's must be built here.
-    cmd.args(["build", "-p", "graceful-daemon", "-p", "graceful-wait"]);
+    cmd.args([
+        "build",
+        "-p",
+        "graceful-daemon",
+        "-p",
+        "graceful-wait",
+        "-p",
+        "kubectl-graceful",
+    ]);
     if quiet {
         println!(
             "==> building the agent: {} (the first build takes a minute or two)",
@@ -25,7 +33,7 @@ pub fn build_agent(quiet: bool) -> anyhow::Result<std::path::PathBuf> {
     let bin = util::target_dir().join("debug/graceful");
     anyhow::ensure!(
         bin.exists(),
-        "`cargo build -p graceful-daemon -p graceful-wait` succeeded but {} is missing",
+        "`cargo build -p graceful-daemon -p graceful-wait -p kubectl-graceful` succeeded but {} is missing",
         bin.display()
     );
     Ok(bin)

@@ -269,7 +269,7 @@ fn helm_installs_over_deploy_base_upgrades_mid_drain_and_uninstalls_as_documente
     });
     let left = cluster.kubectl(&[
         "get",
-        "daemonsets,serviceaccounts,services,configmaps,clusterroles,clusterrolebindings",
+        "daemonsets,serviceaccounts,services,configmaps,roles,clusterroles,clusterrolebindings",
         "-A",
         "-l",
         &format!("app.kubernetes.io/instance={RELEASE}"),

@@ -15,6 +15,7 @@ mod handover;
 mod helm;
 mod helm_lifecycle;
 mod http_gate;
+mod kubectl_plugin;
 mod mesh;
 mod monitoring;
 mod native_sidecars;

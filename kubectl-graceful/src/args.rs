@@ -1,0 +1,73 @@
+//! The command line, with kubectl's plugin conventions: `kubectl graceful
+//! pods` runs `kubectl-graceful pods`; `--context`, `--kubeconfig` and
+//! `-o` mean what they mean to kubectl.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// What each node's graceful agent sees, through the API server.
+#[derive(Debug, Parser)]
+#[command(name = "kubectl-graceful", bin_name = "kubectl graceful", version = graceful::VERSION)]
+pub struct Cli {
+    /// Only this node's agent (default: every node's).
+    #[arg(long, global = true)]
+    pub node: Option<String>,
+    /// The agents' namespace.
+    #[arg(long, global = true, default_value = "graceful-system")]
+    pub agent_namespace: String,
+    /// The kubeconfig context to use (default: the current one).
+    #[arg(long, global = true)]
+    pub context: Option<String>,
+    /// The kubeconfig file (default: $KUBECONFIG, then ~/.kube/config).
+    #[arg(long, global = true)]
+    pub kubeconfig: Option<PathBuf>,
+    #[arg(short, long, global = true, value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    Table,
+    /// The table with more columns (pods: uid, QoS, cgroup).
+    Wide,
+    /// One JSON array: each node's agent and its answer.
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Live connections per pod: NODE, NAMESPACE, POD, CONTAINERS, INBOUND, OUTBOUND, LISTEN, STATE.
+    Pods {
+        /// Only pods of this namespace.
+        #[arg(short, long)]
+        namespace: Option<String>,
+    },
+    /// Drains in progress and released, and terminating pods.
+    Drains,
+    /// Pinned counts per cgroup.
+    Cgroups {
+        /// Only this cgroup and the ones below it (relative to the cgroup2 mount).
+        #[arg(long)]
+        path: Option<String>,
+        /// Include cgroups with no live connection and no listener.
+        #[arg(short, long)]
+        all: bool,
+    },
+    /// Each agent's checks of its node; exits 1 if any fails.
+    Doctor,
+}
+
+impl Command {
+    /// The agent API path that answers it.
+    pub fn path(&self) -> &'static str {
+        match self {
+            Command::Pods { .. } => "/v1/pods",
+            Command::Drains => "/v1/drains",
+            Command::Cgroups { .. } => "/v1/cgroups",
+            Command::Doctor => "/v1/doctor",
+        }
+    }
+}

@@ -1,0 +1,52 @@
+//! `kubectl graceful`: what each node's graceful agent sees (pods and
+//! their live connections, drains, pinned counts per cgroup, the doctor's
+//! checks), for one node (`--node`) or every node, through the API server.
+//!
+//! Each agent serves its whole local API on its pod's loopback only; this
+//! plugin reaches it as `kubectl port-forward` does (`pods/portforward`),
+//! so what a user may see is what their own RBAC grants: `list` pods and
+//! `get` and `create` on pods/portforward in the agent's namespace. Nothing is
+//! exec'd.
+//!
+//! - [`args`]: the command line (kubectl's plugin conventions);
+//! - [`agents`]: the agent pods, by node;
+//! - [`forward`]: one GET on an agent's API through a port-forward;
+//! - [`show`]: the answers, as tables (`graceful`'s own) or JSON.
+
+mod agents;
+mod args;
+mod forward;
+mod show;
+
+use clap::Parser as _;
+
+fn main() {
+    let cli = match args::Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) if !e.use_stderr() => e.exit(), // --help, --version
+        Err(e) => {
+            let msg = e.to_string();
+            let first = msg
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .trim_start_matches("error: ");
+            eprintln!("kubectl graceful: {first} (see `kubectl graceful --help`)");
+            std::process::exit(2);
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("kubectl graceful: {e}");
+            std::process::exit(1);
+        }
+    };
+    match rt.block_on(show::run(cli)) {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("kubectl graceful: {e:#}");
+            std::process::exit(1);
+        }
+    }
+}

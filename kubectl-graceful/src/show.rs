@@ -1,0 +1,209 @@
+//! Asks every agent at once, and shows the answers: as `graceful`'s own
+//! tables (pods in one table with a NODE column; drains, cgroups and the
+//! doctor node by node) or as one JSON array. An agent that cannot be
+//! asked is one line on stderr, and the others are shown; the exit status
+//! is then 1.
+
+use graceful::{
+    cli::{cgroups, drains, pods, table::table},
+    counted::Row,
+    doctor::{verdict, Finding, Level},
+    resolver::counts::{sort_pods, PodView},
+};
+use k8s_openapi::api::core::v1::Pod;
+use kube::{
+    config::{KubeConfigOptions, Kubeconfig},
+    Api, Client, Config,
+};
+use serde_json::Value;
+
+use crate::{
+    agents::{self, Agent},
+    args::{Cli, Command, Output},
+    forward,
+};
+
+async fn client(cli: &Cli) -> anyhow::Result<Client> {
+    let opts = KubeConfigOptions {
+        context: cli.context.clone(),
+        ..Default::default()
+    };
+    let config = match &cli.kubeconfig {
+        Some(path) => {
+            let kc = Kubeconfig::read_from(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            Config::from_custom_kubeconfig(kc, &opts).await?
+        }
+        None if cli.context.is_some() => Config::from_kubeconfig(&opts).await?,
+        None => Config::infer().await?,
+    };
+    Ok(Client::try_from(config)?)
+}
+
+/// Each agent and its answer (or why there is none), in node order.
+async fn ask(cli: &Cli) -> anyhow::Result<Vec<(Agent, Result<Value, String>)>> {
+    let pods: Api<Pod> = Api::namespaced(client(cli).await?, &cli.agent_namespace);
+    let agents = agents::list(&pods, &cli.agent_namespace, cli.node.as_deref()).await?;
+    let path = cli.command.path();
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, a) in agents.iter().enumerate() {
+        if a.unavailable.is_some() {
+            continue;
+        }
+        let (pods, ns, pod) = (pods.clone(), cli.agent_namespace.clone(), a.pod.clone());
+        tasks.spawn(async move {
+            let got = forward::get(&pods, &ns, &pod, path).await.and_then(|b| {
+                serde_json::from_slice::<Value>(&b).map_err(|e| format!("{ns}/{pod}: not JSON: {e}"))
+            });
+            (i, got)
+        });
+    }
+    let mut answers: Vec<Option<Result<Value, String>>> = agents
+        .iter()
+        .map(|a| {
+            a.unavailable
+                .as_ref()
+                .map(|why| Err(format!("{}/{}: {why}", cli.agent_namespace, a.pod)))
+        })
+        .collect();
+    while let Some(done) = tasks.join_next().await {
+        let (i, got) = done?;
+        answers[i] = Some(got);
+    }
+    Ok(agents
+        .into_iter()
+        .zip(answers)
+        .map(|(a, got)| (a, got.unwrap_or_else(|| Err("no answer".into()))))
+        .collect())
+}
+
+pub async fn run(cli: Cli) -> anyhow::Result<i32> {
+    let answers = ask(&cli).await?;
+    let mut code = 0;
+    for (a, got) in &answers {
+        if let Err(e) = got {
+            eprintln!("kubectl graceful: node {}: {e}", a.node);
+            code = 1;
+        }
+    }
+    let ok: Vec<(&Agent, &Value)> = answers
+        .iter()
+        .filter_map(|(a, got)| got.as_ref().ok().map(|v| (a, v)))
+        .collect();
+    if cli.output == Output::Json {
+        let all: Vec<Value> = answers
+            .iter()
+            .map(|(a, got)| match got {
+                Ok(v) => serde_json::json!({"node": a.node, "agent": a.pod, "answer": filtered(&cli.command, v.clone())}),
+                Err(e) => serde_json::json!({"node": a.node, "agent": a.pod, "error": e}),
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&all)?);
+        return Ok(code.max(doctor_failed(&cli.command, &ok)));
+    }
+    match &cli.command {
+        Command::Pods { .. } => print!("{}", pods_table(&cli, &ok)?),
+        Command::Drains => {
+            for (a, v) in &ok {
+                println!("NODE {} ({})", a.node, a.pod);
+                println!("{}", drains::render(v));
+            }
+        }
+        Command::Cgroups { .. } => {
+            for (a, v) in &ok {
+                let rows: Vec<Row> = serde_json::from_value(filtered(&cli.command, (*v).clone()))?;
+                println!("NODE {} ({})", a.node, a.pod);
+                println!("{}", cgroups::render(&rows));
+            }
+        }
+        Command::Doctor => {
+            for (a, v) in &ok {
+                let findings: Vec<Finding> = serde_json::from_value((*v).clone())?;
+                println!("NODE {} ({})", a.node, a.pod);
+                for f in &findings {
+                    println!("{}", f.line());
+                }
+                if let Some(v) = verdict(&findings) {
+                    println!("{v}");
+                }
+                println!();
+            }
+            code = code.max(doctor_failed(&cli.command, &ok));
+        }
+    }
+    Ok(code)
+}
+
+/// An answer with the command's own filters applied (pods of a namespace,
+/// cgroups under a path or with traffic).
+fn filtered(command: &Command, v: Value) -> Value {
+    match command {
+        Command::Pods { namespace: Some(ns) } => Value::Array(
+            v.as_array()
+                .into_iter()
+                .flatten()
+                .filter(|p| p["namespace"] == ns.as_str())
+                .cloned()
+                .collect(),
+        ),
+        Command::Cgroups { path, all } => Value::Array(
+            v.as_array()
+                .into_iter()
+                .flatten()
+                .filter(|r| {
+                    let under = match (path, r["path"].as_str()) {
+                        (Some(p), Some(rp)) => cgroups::under(rp, p),
+                        (Some(_), None) => false,
+                        (None, _) => true,
+                    };
+                    let busy = ["inbound_live", "outbound_live", "listeners"]
+                        .iter()
+                        .any(|k| r[*k].as_u64().unwrap_or(0) > 0);
+                    under && (*all || busy)
+                })
+                .cloned()
+                .collect(),
+        ),
+        _ => v,
+    }
+}
+
+/// 1 if the doctor of any agent found a FAIL.
+fn doctor_failed(command: &Command, ok: &[(&Agent, &Value)]) -> i32 {
+    if !matches!(command, Command::Doctor) {
+        return 0;
+    }
+    let failed = ok.iter().any(|(_, v)| {
+        serde_json::from_value::<Vec<Finding>>((*v).clone())
+            .map(|f| f.iter().any(|f| f.level == Level::Fail))
+            .unwrap_or(true)
+    });
+    i32::from(failed)
+}
+
+/// Every node's pods in one table, NODE first.
+fn pods_table(cli: &Cli, ok: &[(&Agent, &Value)]) -> anyhow::Result<String> {
+    let wide = cli.output == Output::Wide;
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let mut warnings = String::new();
+    for (a, v) in ok {
+        let mut list: Vec<PodView> = serde_json::from_value(filtered(&cli.command, (*v).clone()))?;
+        sort_pods(&mut list);
+        let mut node_rows = pods::pods_rows(&list, wide).into_iter();
+        let head = node_rows.next().unwrap_or_default();
+        if rows.is_empty() {
+            rows.push(std::iter::once("NODE".to_string()).chain(head).collect());
+        }
+        rows.extend(node_rows.map(|r| std::iter::once(a.node.clone()).chain(r).collect()));
+        warnings.push_str(&pods::warnings(&list));
+    }
+    let mut out = if rows.is_empty() {
+        String::new()
+    } else {
+        table(&rows)
+    };
+    out.push_str(&warnings);
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    Ok(out)
+}
