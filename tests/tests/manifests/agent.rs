@@ -60,7 +60,7 @@ fn nothing_is_privileged() {
 /// The capabilities `graceful doctor` checks for, read from its source:
 /// the DaemonSet must grant exactly these.
 fn doctor_capabilities() -> BTreeSet<String> {
-    let src = read(&root().join("graceful-daemon/src/cli/doctor.rs"));
+    let src = read(&root().join("graceful-daemon/src/doctor.rs"));
     let start = src.find("const CAPS").expect("doctor.rs has no CAPS list");
     let list = &src[start..start + src[start..].find("];").unwrap()];
     list.split('"')

@@ -1,5 +1,7 @@
 //! The files in deploy/: every document a known kind without unknown
-//! fields, and every kustomization renders.
+//! fields, and every kustomization renders. The Helm chart
+//! (deploy/helm/) is templates and values, not objects: helm renders it,
+//! and the node's API server checks what it renders (tests/cluster/helm.rs).
 
 use super::*;
 
@@ -7,7 +9,7 @@ use super::*;
 fn every_yaml_document_is_a_known_kind_without_unknown_fields() {
     let files: Vec<PathBuf> = files_under(&root().join("deploy"))
         .into_iter()
-        .filter(|p| is_yaml(p))
+        .filter(|p| is_yaml(p) && !p.starts_with(root().join("deploy/helm")))
         .collect();
     assert!(!files.is_empty(), "no YAML under deploy/");
     let mut listed = BTreeSet::new();
