@@ -29,6 +29,26 @@ pub struct Row {
     pub last_inbound_close_ns: u64,
 }
 
+impl Row {
+    /// Whether `graceful cgroups` (and `kubectl graceful cgroups`) shows
+    /// the row: at or below `path` if given, and with traffic or a
+    /// listener unless `all`.
+    pub fn shown(&self, path: Option<&str>, all: bool) -> bool {
+        let placed = match (path, &self.path) {
+            (Some(p), Some(rp)) => under(rp, p),
+            (Some(_), None) => false,
+            (None, _) => true,
+        };
+        placed && (all || self.inbound_live > 0 || self.outbound_live > 0 || self.listeners > 0)
+    }
+}
+
+/// Whether `path` is `prefix` or below it.
+fn under(path: &str, prefix: &str) -> bool {
+    let prefix = prefix.trim_end_matches('/');
+    prefix.is_empty() || path == prefix || path.starts_with(&format!("{prefix}/"))
+}
+
 pub fn rows(pins: &PinDir, hier: &Hierarchy) -> anyhow::Result<Vec<Row>> {
     let counts = Counters::open_checked(pins)?.all();
     let paths = hier.walk();

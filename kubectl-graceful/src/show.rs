@@ -7,7 +7,7 @@
 use graceful::{
     cli::{cgroups, drains, pods, table::table},
     counted::Row,
-    doctor::{verdict, Finding, Level},
+    doctor::{verdict, Finding},
     resolver::counts::{sort_pods, PodView},
 };
 use k8s_openapi::api::core::v1::Pod;
@@ -124,10 +124,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
                 }
                 if let Some(v) = verdict(&findings) {
                     println!("{v}");
+                    code = 1;
                 }
                 println!();
             }
-            code = code.max(doctor_failed(&cli.command, &ok));
         }
     }
     Ok(code)
@@ -145,37 +145,26 @@ fn filtered(command: &Command, v: Value) -> Value {
                 .cloned()
                 .collect(),
         ),
-        Command::Cgroups { path, all } => Value::Array(
-            v.as_array()
-                .into_iter()
-                .flatten()
-                .filter(|r| {
-                    let under = match (path, r["path"].as_str()) {
-                        (Some(p), Some(rp)) => cgroups::under(rp, p),
-                        (Some(_), None) => false,
-                        (None, _) => true,
-                    };
-                    let busy = ["inbound_live", "outbound_live", "listeners"]
-                        .iter()
-                        .any(|k| r[*k].as_u64().unwrap_or(0) > 0);
-                    under && (*all || busy)
-                })
-                .cloned()
-                .collect(),
-        ),
+        Command::Cgroups { path, all } => match serde_json::from_value::<Vec<Row>>(v.clone()) {
+            Ok(mut rows) => {
+                rows.retain(|r| r.shown(path.as_deref(), *all));
+                serde_json::to_value(rows).unwrap_or(v)
+            }
+            // Not rows: shown as the agent sent it.
+            Err(_) => v,
+        },
         _ => v,
     }
 }
 
-/// 1 if the doctor of any agent found a FAIL.
+/// 1 if the doctor of any agent found a FAIL (or answered what is not
+/// findings).
 fn doctor_failed(command: &Command, ok: &[(&Agent, &Value)]) -> i32 {
     if !matches!(command, Command::Doctor) {
         return 0;
     }
     let failed = ok.iter().any(|(_, v)| {
-        serde_json::from_value::<Vec<Finding>>((*v).clone())
-            .map(|f| f.iter().any(|f| f.level == Level::Fail))
-            .unwrap_or(true)
+        serde_json::from_value::<Vec<Finding>>((*v).clone()).map_or(true, |f| verdict(&f).is_some())
     });
     i32::from(failed)
 }

@@ -18,12 +18,6 @@ pub struct Args {
     pub all: bool,
 }
 
-/// Whether `path` is `prefix` or below it.
-pub fn under(path: &str, prefix: &str) -> bool {
-    let prefix = prefix.trim_end_matches('/');
-    prefix.is_empty() || path == prefix || path.starts_with(&format!("{prefix}/"))
-}
-
 pub fn run(pins: &PinDir, args: Args) -> anyhow::Result<i32> {
     super::require_root("graceful cgroups")?;
     let hier = Hierarchy::discover()?;
@@ -31,14 +25,7 @@ pub fn run(pins: &PinDir, args: Args) -> anyhow::Result<i32> {
         hier.id_of(p)?;
     }
     let mut rows = rows(pins, &hier)?;
-    rows.retain(|r| {
-        let path_ok = match (&args.path, &r.path) {
-            (Some(p), Some(rp)) => under(rp, p),
-            (Some(_), None) => false,
-            (None, _) => true,
-        };
-        path_ok && (args.all || r.inbound_live > 0 || r.outbound_live > 0 || r.listeners > 0)
-    });
+    rows.retain(|r| r.shown(args.path.as_deref(), args.all));
     match args.output {
         Output::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
         Output::Table => print!("{}", render(&rows)),
