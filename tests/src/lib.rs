@@ -45,6 +45,19 @@ pub fn built(name: &str) -> std::path::PathBuf {
     }
 }
 
+/// Runs `cmd` with `input` on its stdin; what it printed, and its status.
+pub fn output_with_stdin(cmd: &mut std::process::Command, input: &str) -> std::process::Output {
+    use std::{io::Write as _, process::Stdio};
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{:?}: {e}", cmd.get_program()));
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
+
 /// Runs a command, panicking with its output if it fails.
 pub fn sh(cmd: &str, args: &[&str]) -> String {
     let out = std::process::Command::new(cmd)

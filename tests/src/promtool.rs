@@ -2,11 +2,7 @@
 //! which `cargo xtask setup` unpacks): the agent's live scrape and the
 //! chart's alert rules are checked with it, not with a parser of ours.
 
-use std::{
-    io::Write as _,
-    path::Path,
-    process::{Command, Stdio},
-};
+use std::{path::Path, process::Command};
 
 /// `promtool`, as `cargo xtask test` names it in `GRACEFUL_PROMTOOL`.
 pub fn command() -> Command {
@@ -24,15 +20,7 @@ pub fn command() -> Command {
 /// `promtool check metrics` of a scrape: its findings (empty when clean).
 /// Panics if promtool cannot parse the text at all.
 pub fn check_metrics(scrape: &str) -> String {
-    let mut child = command()
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run promtool");
-    child.stdin.take().unwrap().write_all(scrape.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = crate::output_with_stdin(command().args(["check", "metrics"]), scrape);
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),

@@ -136,16 +136,7 @@ impl Cluster {
 
     /// kubectl with `input` on its stdin, and what it printed.
     pub fn kubectl_stdin(&self, args: &[&str], input: &str) -> Output {
-        use std::io::Write;
-        let mut child = self
-            .kubectl_cmd(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("kubectl");
-        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-        child.wait_with_output().unwrap()
+        crate::output_with_stdin(&mut self.kubectl_cmd(args), input)
     }
 
     /// `kubectl apply -f -` with `yaml` on stdin.
@@ -200,14 +191,26 @@ impl Cluster {
             "ds/graceful",
             "--timeout=180s",
         ]);
-        crate::wait_for(120, "the old agent pod to be gone", || {
-            let pods = self.json(&["-n", AGENT_NAMESPACE, "get", "pods", "-l", AGENT_SELECTOR]);
-            let names: Vec<&str> = pods["items"]
-                .as_array()?
-                .iter()
-                .filter_map(|p| p["metadata"]["name"].as_str())
-                .collect();
-            (!names.contains(&before.as_str()) && names.len() == 1).then_some(())
+        self.agent_replaced(&before)
+    }
+
+    /// Every agent pod's name, those being deleted too.
+    pub fn agent_pods(&self) -> Vec<String> {
+        let pods = self.json(&["-n", AGENT_NAMESPACE, "get", "pods", "-l", AGENT_SELECTOR]);
+        pods["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p["metadata"]["name"].as_str().map(str::to_string))
+            .collect()
+    }
+
+    /// Waits until the agent pod `before` is gone and one other is left,
+    /// ready (a rollout of the DaemonSet, with its handover); its name.
+    pub fn agent_replaced(&self, before: &str) -> String {
+        crate::wait_for(180, "the old agent pod to be replaced", || {
+            let names = self.agent_pods();
+            (names.len() == 1 && names[0] != before).then_some(())
         });
         self.agent_pod(60)
     }

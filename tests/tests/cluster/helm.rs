@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 
 use graceful_tests::cluster::{
     helm::{self, MonitoringCrds},
-    workspace,
+    workspace, Cluster,
 };
 use serde_json::Value;
 
@@ -193,21 +193,22 @@ fn the_charts_agent_is_deploy_bases_field_for_field() {
     );
 }
 
+/// The chart's PrometheusRule, rendered with `sets` (`--set`'s syntax)
+/// besides enabling it, as the groups of a Prometheus rules file.
+pub fn rule_groups(cluster: &Cluster, sets: &str) -> Value {
+    let set = format!("metrics.prometheusRule.enabled=true{sets}");
+    let rendered = helm::template(
+        cluster,
+        &["--set", &set, "--show-only", "templates/prometheusrule.yaml"],
+    )
+    .unwrap();
+    documents(&rendered)[0]["spec"]["groups"].clone()
+}
+
 #[test]
 fn every_alert_fires_in_its_promtool_unit_test() {
     let (cluster, _serial) = crate::node();
-    let rendered = helm::template(
-        &cluster,
-        &[
-            "--set",
-            "metrics.prometheusRule.enabled=true",
-            "--show-only",
-            "templates/prometheusrule.yaml",
-        ],
-    )
-    .unwrap();
-    let rule = &documents(&rendered)[0];
-    let groups = &rule["spec"]["groups"];
+    let groups = &rule_groups(&cluster, "");
     let alerts: BTreeSet<String> = groups
         .as_array()
         .unwrap()

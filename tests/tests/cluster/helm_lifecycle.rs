@@ -18,7 +18,7 @@ use graceful_tests::{
         clients::Clients,
         helm::{self, RELEASE},
         pod::Pod,
-        Cluster, Namespace, AGENT_NAMESPACE, AGENT_SELECTOR,
+        Cluster, Namespace, AGENT_NAMESPACE,
     },
     oracle,
 };
@@ -43,8 +43,7 @@ impl Drop for Restore<'_> {
         if helm::try_helm(c, &["status", RELEASE, "-n", AGENT_NAMESPACE]).is_ok() {
             let _ = helm::try_helm(c, &["uninstall", RELEASE, "-n", AGENT_NAMESPACE, "--wait"]);
         }
-        let overlay = graceful_tests::cluster::workspace().join("tests/overlays/agent");
-        let _ = c.try_kubectl(&["apply", "-k", overlay.to_str().unwrap()]);
+        let _ = apply_deploy_base(c);
         let _ = c.try_kubectl(&[
             "-n",
             AGENT_NAMESPACE,
@@ -56,25 +55,10 @@ impl Drop for Restore<'_> {
     }
 }
 
-/// The agent pods, ready or not, that are not being deleted.
-fn agent_pods(cluster: &Cluster) -> Vec<String> {
-    let pods = cluster.json(&["-n", AGENT_NAMESPACE, "get", "pods", "-l", AGENT_SELECTOR]);
-    pods["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
-        .map(|p| p["metadata"]["name"].as_str().unwrap().to_string())
-        .collect()
-}
-
-/// Waits until `old` is gone and one other agent is ready; its name.
-fn replaced(cluster: &Cluster, old: &str) -> String {
-    graceful_tests::wait_for(180, "the old agent pod to be replaced", || {
-        let pods = agent_pods(cluster);
-        (pods.len() == 1 && pods[0] != old).then_some(())
-    });
-    cluster.agent_pod(60)
+/// deploy/base's agent, as the suite runs it (tests/overlays/agent).
+fn apply_deploy_base(c: &Cluster) -> Result<String, String> {
+    let overlay = graceful_tests::cluster::workspace().join("tests/overlays/agent");
+    c.try_kubectl(&["apply", "-k", overlay.to_str().unwrap()])
 }
 
 /// The new agent says it serves the hooks the old one held.
@@ -215,7 +199,7 @@ fn helm_installs_over_deploy_base_upgrades_mid_drain_and_uninstalls_as_documente
         ],
     );
     assert!(out.contains("STATUS: deployed"), "{out}");
-    let new = replaced(&cluster, &old);
+    let new = cluster.agent_replaced(&old);
     took_both_hooks(&cluster, &new, "helm install");
     drains.no_sigterm_yet("helm install");
     drains.finish(&ns, "helm install over deploy/base");
@@ -245,7 +229,7 @@ fn helm_installs_over_deploy_base_upgrades_mid_drain_and_uninstalls_as_documente
             "180s",
         ],
     );
-    let new = replaced(&cluster, &old);
+    let new = cluster.agent_replaced(&old);
     took_both_hooks(&cluster, &new, "helm upgrade");
     drains.no_sigterm_yet("helm upgrade");
     drains.finish(&ns, "helm upgrade");
@@ -265,7 +249,7 @@ fn helm_installs_over_deploy_base_upgrades_mid_drain_and_uninstalls_as_documente
         ],
     );
     graceful_tests::wait_for(120, "the agent pods to be gone", || {
-        agent_pods(&cluster).is_empty().then_some(())
+        cluster.agent_pods().is_empty().then_some(())
     });
     let left = cluster.kubectl(&[
         "get",
@@ -309,8 +293,7 @@ fn helm_installs_over_deploy_base_upgrades_mid_drain_and_uninstalls_as_documente
     );
 
     // 5. Reinstalled: the connections still open are counted (adopted).
-    let overlay = graceful_tests::cluster::workspace().join("tests/overlays/agent");
-    cluster.kubectl(&["apply", "-k", overlay.to_str().unwrap()]);
+    apply_deploy_base(&cluster).unwrap_or_else(|e| panic!("{e}"));
     cluster.agent_pod(180);
     counts_match(&cluster, &ns, &server, 3, "after the reinstall");
     clients.close();

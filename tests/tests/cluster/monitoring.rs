@@ -26,19 +26,8 @@ use serde_json::Value;
 
 /// The chart's rules with the agent-down delay cut to 5 s, as a rules file.
 fn rules(cluster: &Cluster) -> String {
-    let rendered = helm::template(
-        cluster,
-        &[
-            "--set",
-            "metrics.prometheusRule.enabled=true,metrics.prometheusRule.for.agentDown=5s",
-            "--show-only",
-            "templates/prometheusrule.yaml",
-        ],
-    )
-    .unwrap();
-    let yaml: serde_norway::Value = serde_norway::from_str(&rendered).unwrap();
-    let json: Value = serde_json::to_value(yaml).unwrap();
-    serde_json::json!({ "groups": json["spec"]["groups"] }).to_string()
+    let groups = crate::helm::rule_groups(cluster, ",metrics.prometheusRule.for.agentDown=5s");
+    serde_json::json!({ "groups": groups }).to_string()
 }
 
 /// Every query of the chart's dashboard, its `$instance` as "All".
@@ -52,24 +41,6 @@ fn dashboard_queries() -> Vec<String> {
         .flat_map(|p| p["targets"].as_array().unwrap().iter())
         .map(|t| t["expr"].as_str().unwrap().replace("$instance", ".+"))
         .collect()
-}
-
-/// The agent's own process (the keeper's child) in its pod.
-fn agent_pid(cluster: &Cluster, pod: &str) -> u32 {
-    let json = cluster.json(&["-n", AGENT_NAMESPACE, "get", "pod", pod]);
-    let pod = Pod::from_json(&json);
-    let keeper = pod.container_pid("agent");
-    let procs = std::fs::read_to_string(pod.container_cgroup_dir("agent").join("cgroup.procs")).unwrap();
-    procs
-        .lines()
-        .filter_map(|l| l.trim().parse::<u32>().ok())
-        .find(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            // pid (comm) state ppid ...
-            let after = stat.rsplit_once(") ").map(|(_, r)| r).unwrap_or_default();
-            after.split_whitespace().nth(1) == Some(&keeper.to_string())
-        })
-        .unwrap_or_else(|| panic!("no child of the keeper {keeper} in the agent's container: {procs}"))
 }
 
 /// Sends SIGCONT to a stopped agent whatever happens.
@@ -176,7 +147,8 @@ fn prometheus_scrapes_the_agent_the_dashboard_has_series_and_a_stopped_agent_ale
         .alerts()
         .iter()
         .all(|a| a["labels"]["alertname"] != "GracefulAgentDown"));
-    let stopped = Stopped::stop(agent_pid(&cluster, &agent));
+    let agent_pod = Pod::from_json(&cluster.json(&["-n", AGENT_NAMESPACE, "get", "pod", &agent]));
+    let stopped = Stopped::stop(crate::crash::agent_pid(&agent_pod));
     let alert = graceful_tests::wait_for(60, "GracefulAgentDown to fire", || {
         prom.alerts()
             .into_iter()
