@@ -236,7 +236,7 @@ pub async fn serve(
     if let Some(dir) = settings.gate_dir.as_ref().filter(|_| settings.handover) {
         let plan = retire::Plan {
             api_socket: api_socket.to_path_buf(),
-            api_addr: settings.probe_addr().to_string(),
+            probe_addr: settings.probe_addr().to_string(),
             pins: pins.clone(),
         };
         if let Err(e) = handover::give::spawn(registry.clone(), pins.clone(), dir, plan) {

@@ -60,8 +60,9 @@ pub enum Command {
     /// `handover::retire`): it holds nothing and waits for its pod's end.
     #[command(name = "__retired", hide = true)]
     Retired {
+        /// Where the kubelet's probes ask.
         #[arg(long, default_value = "off")]
-        api_addr: String,
+        probe_addr: String,
         /// The agent had been told to stop: exit at once.
         #[arg(long)]
         stopping: bool,
@@ -99,8 +100,8 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             print!("{}", reference::markdown());
             Ok(0)
         }
-        Command::Retired { api_addr, stopping } => {
-            crate::handover::retire::run(&cli.api_socket, &api_addr, stopping)
+        Command::Retired { probe_addr, stopping } => {
+            crate::handover::retire::run(&cli.api_socket, &probe_addr, stopping)
         }
     }
 }

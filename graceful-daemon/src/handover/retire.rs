@@ -32,7 +32,8 @@ const MARKER: &str = "handed-over";
 #[derive(Clone, Debug)]
 pub struct Plan {
     pub api_socket: PathBuf,
-    pub api_addr: String,
+    /// Where the kubelet's probes ask (the metrics address, else the API's).
+    pub probe_addr: String,
     pub pins: PinDir,
 }
 
@@ -52,7 +53,7 @@ impl Plan {
             .arg(&self.api_socket)
             .arg("--pin-dir")
             .arg(self.pins.root())
-            .args(["__retired", "--api-addr", &self.api_addr]);
+            .args(["__retired", "--probe-addr", &self.probe_addr]);
         if STOPPING.load(std::sync::atomic::Ordering::Acquire) {
             cmd.arg("--stopping");
         }
@@ -80,7 +81,7 @@ pub fn handed_over(api_socket: &Path, pins_held: bool) -> bool {
 /// pod, it answers the probes on the API address (live, not ready) so the
 /// kubelet does not restart it while its pod is being replaced. Ends on
 /// SIGTERM or SIGINT, removing the marker.
-pub fn run(api_socket: &Path, api_addr: &str, stopping: bool) -> anyhow::Result<i32> {
+pub fn run(api_socket: &Path, probe_addr: &str, stopping: bool) -> anyhow::Result<i32> {
     if stopping {
         info!("retired: this node's agent runs in its successor; this one was stopping, and stops");
         return Ok(0);
@@ -94,11 +95,11 @@ pub fn run(api_socket: &Path, api_addr: &str, stopping: bool) -> anyhow::Result<
         let mut term = signal(SignalKind::terminate())?;
         let mut int = signal(SignalKind::interrupt())?;
         let in_pod = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
-        let probes = if in_pod && api_addr != "off" {
-            match tokio::net::TcpListener::bind(api_addr).await {
+        let probes = if in_pod && probe_addr != "off" {
+            match tokio::net::TcpListener::bind(probe_addr).await {
                 Ok(l) => Some(tokio::spawn(probes(l))),
                 Err(e) => {
-                    error!(addr = api_addr, error = %e, "retired: cannot answer the probes");
+                    error!(addr = probe_addr, error = %e, "retired: cannot answer the probes");
                     None
                 }
             }
