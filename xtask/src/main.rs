@@ -51,6 +51,16 @@ enum Command {
     /// Check the tree's structure: no import circle between modules or rooms, no file over 600
     /// lines, no test module inside a product file. Exit status 1 on any finding.
     Layout(layout::Args),
+    /// Build the agent's image from the Containerfile, offline (static binaries, buildah, FROM
+    /// scratch), tagged `graceful/agent:<version>` and `<version>-<commit>`; write it as an OCI
+    /// archive under target/image, and push it with `--push`.
+    Image {
+        /// Push both tags to this repository (`registry.example.com/graceful/agent`), with the
+        /// credentials of `buildah login`. `GRACEFUL_IMAGE_TLS_VERIFY=false` for a plain-HTTP
+        /// registry.
+        #[arg(long, value_name = "REPOSITORY")]
+        push: Option<String>,
+    },
     /// Regenerate docs/cli.md (the command reference) from the CLI's own definitions.
     Docs,
     /// (lab) Show the agent counting a simulated pod's connections while it drains; `--cluster`
@@ -70,12 +80,30 @@ enum Command {
     Cluster(LabArgs),
 }
 
+fn image(push: Option<&str>) -> anyhow::Result<()> {
+    let built = xtask::image::build()?;
+    println!(
+        "built      {} ({:.1} MiB as an OCI archive: {})",
+        built.tags.join(", "),
+        xtask::image::size_mib(&built.archive),
+        built.archive.display()
+    );
+    println!("image id   sha256:{}", built.id);
+    if let Some(repo) = push {
+        for dest in built.push(repo)? {
+            println!("pushed     {dest}");
+        }
+    }
+    Ok(())
+}
+
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Setup => setup::run().map(|_| 0),
         Command::Test { no_cluster, args } => test::run(no_cluster, &args),
         Command::Layout(args) => layout::run(args),
+        Command::Image { push } => image(push.as_deref()).map(|_| 0),
         Command::Docs => docs::run_docs().map(|_| 0),
         Command::Demo(a) => lab::run("demo", &a.args),
         Command::Rollout(a) => lab::run("rollout", &a.args),

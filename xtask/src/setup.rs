@@ -44,6 +44,7 @@ const APT: &[&[&str]] = &[
     &["containernetworking-plugins"], // bridge, host-local, portmap, loopback
     &["iptables"],                    // kube-proxy's iptables mode, the CNI's masquerade
     &["openssl"],                     // the cluster's certificates
+    &["buildah"],                     // `cargo xtask image`: the agent's image from the Containerfile
 ];
 
 /// Packages that must come from the suite an installed relative came from.

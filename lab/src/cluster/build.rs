@@ -16,6 +16,9 @@
 //!   in an Istio sidecar. Not the node's either.
 //! - Helm 3, by `go install`: the suite installs, upgrades and removes
 //!   graceful's chart (deploy/helm/graceful) with it. An operator's tool.
+//! - The CNCF Distribution registry, by `go install`: the suite pushes the
+//!   agent's image to it (`cargo xtask image --push`) and the node pulls
+//!   from it, as a cluster pulls from its registry.
 //!
 //! runc and the CNI plugins stay Debian's (setup installs them): runc from
 //! the module proxy needs cgo and libseccomp, and Debian's 1.1.5 runs every
@@ -46,6 +49,8 @@ pub const OPA: &str = "v1.22.4";
 /// tag is.
 pub const ISTIO: &str = "v0.0.0-20260827124520-eed52ebb66ad";
 pub const HELM: &str = "v3.21.4";
+/// github.com/distribution/distribution/v3: the registry.
+pub const DISTRIBUTION: &str = "v3.1.2";
 
 /// The commands built from k8s.io/kubernetes.
 pub const KUBE_COMMANDS: &[&str] = &[
@@ -84,6 +89,7 @@ pub struct Kube {
     opa: PathBuf,
     istio: PathBuf,
     helm: PathBuf,
+    registry: PathBuf,
 }
 
 impl Kube {
@@ -95,6 +101,7 @@ impl Kube {
             "opa" => &self.opa,
             "pilot-agent" => &self.istio,
             "helm" => &self.helm,
+            "registry" => &self.registry,
             "containerd" | "containerd-shim-runc-v2" | "ctr" | "crictl" => &self.containerd,
             _ => &self.kube,
         };
@@ -106,7 +113,14 @@ impl Kube {
     /// this process's PATH and the sbin directories (the kubelet and
     /// kube-proxy run iptables, mount and friends).
     pub fn path_env(&self) -> String {
-        let dirs = [&self.kube, &self.containerd, &self.etcd, &self.istio, &self.helm];
+        let dirs = [
+            &self.kube,
+            &self.containerd,
+            &self.etcd,
+            &self.istio,
+            &self.helm,
+            &self.registry,
+        ];
         let mut path: Vec<String> = dirs.iter().map(|d| d.join("bin").display().to_string()).collect();
         let inherited = std::env::var("PATH").unwrap_or_default();
         path.extend(inherited.split(':').filter(|d| !d.is_empty()).map(str::to_string));
@@ -137,6 +151,7 @@ pub fn ensure(asked: &str) -> anyhow::Result<Kube> {
     let opa = tools.join(format!("opa-{OPA}"));
     let istio = tools.join(format!("istio-{ISTIO}"));
     let helm = tools.join(format!("helm-{HELM}"));
+    let registry = tools.join(format!("distribution-{DISTRIBUTION}"));
     let mut bins: Vec<&str> = KUBE_COMMANDS.to_vec();
     bins.push("pause");
     cached_or(
@@ -187,6 +202,20 @@ pub fn ensure(asked: &str) -> anyhow::Result<Kube> {
         "about a minute",
         build_helm,
     )?;
+    cached_or(
+        &registry,
+        &format!("the registry (distribution {DISTRIBUTION})"),
+        &["registry"],
+        "about 2 minutes",
+        |dir| {
+            let m = "github.com/distribution/distribution/v3";
+            gomod::install(
+                &dir.join("bin"),
+                &[format!("{m}/cmd/registry@{DISTRIBUTION}")],
+                &format!("-s -w -X {m}/version.version={DISTRIBUTION}"),
+            )
+        },
+    )?;
     built(version)
 }
 
@@ -213,6 +242,7 @@ pub fn built(asked: &str) -> anyhow::Result<Kube> {
         opa: tools.join(format!("opa-{OPA}")),
         istio: tools.join(format!("istio-{ISTIO}")),
         helm: tools.join(format!("helm-{HELM}")),
+        registry: tools.join(format!("distribution-{DISTRIBUTION}")),
     })
 }
 

@@ -1,9 +1,8 @@
 //! The images the cluster's pods run, built here (there is no registry) and
 //! imported into containerd:
 //!
-//! - graceful's agent, from the project's own static binaries, with the
-//!   same content as the Containerfile's final stage and the name
-//!   `deploy/base` uses;
+//! - graceful's agent: the Containerfile's image, as `cargo xtask image`
+//!   builds it (buildah), under the name `deploy/base` uses;
 //! - the pause image: the static `pause` built from the Kubernetes tree;
 //! - Debian's busybox-static, nginx and HAProxy, each with the libraries it
 //!   links, laid out and configured like the upstream images the examples
@@ -41,7 +40,6 @@ use super::{
 use crate::debian;
 use xtask::util;
 
-pub const AGENT: &str = concat!("docker.io/graceful/agent:", env!("CARGO_PKG_VERSION"));
 pub const BUSYBOX: &str = "localhost/busybox:bookworm";
 pub const NGINX: &str = "localhost/debian-nginx:bookworm";
 pub const NGINX_UNPRIVILEGED: &str = "localhost/debian-nginx-unprivileged:bookworm";
@@ -59,41 +57,32 @@ const APPLETS: &[&str] = &[
     "sh", "sleep", "cat", "ls", "grep", "wc", "head", "echo", "true", "kill", "ps", "nc", "wget",
 ];
 
-/// The project's static binaries the images carry.
+/// What the images carry of the project's own: the agent's image, built
+/// by `cargo xtask image` from the Containerfile, and the stand-in (static).
 pub struct Binaries {
-    pub graceful: PathBuf,
-    pub wait: PathBuf,
+    pub agent: xtask::image::Built,
     pub stand_in: PathBuf,
 }
 
 impl Binaries {
-    /// Builds them: release, static (musl), as the Containerfile does.
+    /// Builds them: the agent's image, then the stand-in, release and
+    /// static (musl), built apart so that each is what it would be alone
+    /// (one cargo build of both would unify their dependencies' features).
     pub fn build() -> anyhow::Result<Binaries> {
         const MUSL: &str = xtask::setup::MUSL;
+        let agent = xtask::image::build()?;
         let mut cmd = util::cargo();
-        cmd.args(["build", "--release", "--target", MUSL])
-            .args([
-                "-p",
-                "graceful-daemon",
-                "-p",
-                "graceful-wait",
-                "-p",
-                "graceful-tests",
-            ])
-            .args([
-                "--bin",
-                "graceful",
-                "--bin",
-                "graceful-wait",
-                "--bin",
-                "graceful-stand-in",
-            ]);
+        cmd.args(["build", "--release", "--target", MUSL]).args([
+            "-p",
+            "graceful-tests",
+            "--bin",
+            "graceful-stand-in",
+        ]);
         println!("==> {}", util::display(&cmd));
-        util::run(&mut cmd).context("the static build of the images' binaries failed")?;
+        util::run(&mut cmd).context("the static build of the stand-in failed")?;
         let dir = util::target_dir().join(MUSL).join("release");
         Ok(Binaries {
-            graceful: dir.join("graceful"),
-            wait: dir.join("graceful-wait"),
+            agent,
             stand_in: dir.join("graceful-stand-in"),
         })
     }
@@ -120,29 +109,6 @@ fn passwd(rootfs: &mut Rootfs, users: &[(&str, u32)]) {
         .file("/etc/passwd", passwd, 0o644)
         .file("/etc/group", group, 0o644);
     rootfs.dir("/tmp", 0o1777).dir("/root", 0o700);
-}
-
-fn agent(bins: &Binaries) -> anyhow::Result<(Image<'static>, Rootfs)> {
-    let mut r = Rootfs::new();
-    r.copy(&bins.graceful, "/graceful", 0o755)?
-        .copy(&bins.wait, "/graceful-wait", 0o755)?;
-    Ok((
-        Image {
-            name: AGENT,
-            entrypoint: strs(&["/graceful", "daemon"]),
-            cmd: vec![],
-            stop_signal: None,
-            labels: labels(&[
-                ("org.opencontainers.image.title", "graceful".into()),
-                (
-                    "org.opencontainers.image.description",
-                    "graceful node agent: times each pod's SIGTERM from its real TCP traffic".into(),
-                ),
-                ("org.opencontainers.image.licenses", "Apache-2.0".into()),
-            ]),
-        },
-        r,
-    ))
 }
 
 /// The pause image's name: `localhost/pause:<the tree's pause tag>`.
@@ -395,7 +361,6 @@ fn stand_in(
 pub fn import(paths: &Paths, bins: &Binaries, kube: &Kube) -> anyhow::Result<String> {
     let pause_name = pause_ref(kube);
     let images = [
-        agent(bins)?,
         pause(kube, &pause_name)?,
         busybox()?,
         nginx()?,
@@ -423,15 +388,12 @@ pub fn import(paths: &Paths, bins: &Binaries, kube: &Kube) -> anyhow::Result<Str
         )?,
     ];
     let held = held(paths, kube)?;
-    let mut agent_id = String::new();
+    agent(paths, kube, &bins.agent, &held)?;
     for (image, rootfs) in &images {
         let file = paths
             .images()
             .join(format!("{}.tar", image.name.replace(['/', ':'], "_")));
         let id = archive::write(image, rootfs, &file)?;
-        if image.name == AGENT {
-            agent_id = id.clone();
-        }
         if held.get(image.name) == Some(&id) {
             println!(
                 "{:<10} {:<34} {}",
@@ -452,7 +414,38 @@ pub fn import(paths: &Paths, bins: &Binaries, kube: &Kube) -> anyhow::Result<Str
             &id[..12]
         );
     }
-    Ok(agent_id)
+    Ok(bins.agent.id.clone())
+}
+
+/// The agent's image, from `cargo xtask image`'s OCI archive, under the
+/// name deploy/base runs (the archive's first tag).
+fn agent(
+    paths: &Paths,
+    kube: &Kube,
+    image: &xtask::image::Built,
+    held: &BTreeMap<String, String>,
+) -> anyhow::Result<()> {
+    let (name, short) = (&image.tags[0], &image.id[..12]);
+    if held.get(name) == Some(&image.id) {
+        println!("{:<10} {:<34} {short}", "ok", format!("image {name}"));
+        return Ok(());
+    }
+    util::output(ctr(paths, kube).args(["images", "import"]).arg(&image.archive))
+        .with_context(|| format!("importing {}", image.archive.display()))?;
+    let id = config_digest(paths, kube, name).with_context(|| {
+        format!(
+            "{} holds no {name} after its import: the image is tagged {}",
+            image.archive.display(),
+            image.tags.join(", ")
+        )
+    })?;
+    anyhow::ensure!(
+        id == image.id,
+        "containerd holds {name} as {id}, not as the image just built ({})",
+        image.id
+    );
+    println!("{:<10} {:<34} {short}", "imported", format!("image {name}"));
+    Ok(())
 }
 
 /// containerd's own client (built with it), on the node's socket, in the

@@ -14,6 +14,7 @@ pub mod helm;
 pub mod late_lb;
 pub mod pod;
 pub mod prometheus;
+pub mod registry;
 pub mod release;
 pub mod rollout;
 pub mod service;
