@@ -39,6 +39,10 @@ pub struct Built {
     pub tags: Vec<String>,
     /// The config's digest (hex), which the kubelet reports as the image id.
     pub id: String,
+    /// The manifest's digest (hex), the same in the archive and in a
+    /// registry: the kubelet reports it (`REPO@sha256:...`) for an image
+    /// it also knows from a registry.
+    pub manifest: String,
     /// An OCI archive of the image under its first tag (`ctr images import`,
     /// `skopeo copy oci-archive:...`).
     pub archive: PathBuf,
@@ -129,19 +133,27 @@ pub fn build() -> anyhow::Result<Built> {
 
     let archive = dir.join(format!("graceful-agent-{version}.tar"));
     let _ = fs::remove_file(&archive);
+    let digestfile = dir.join("manifest.digest");
     util::output(
         buildah
             .cmd()
             .arg("push")
             .arg("--signature-policy")
             .arg(buildah.policy())
+            .arg("--digestfile")
+            .arg(&digestfile)
             .arg(&id)
             .arg(format!("oci-archive:{}:{}", archive.display(), tags[0])),
     )
     .context("buildah push to an OCI archive failed")?;
+    let manifest = fs::read_to_string(&digestfile)?
+        .trim()
+        .trim_start_matches("sha256:")
+        .to_string();
     Ok(Built {
         tags,
         id,
+        manifest,
         archive,
         buildah,
     })

@@ -282,7 +282,7 @@ fn await_ready(
 /// to be ready; then imports the images and deploys the agent.
 pub fn start_all(paths: &Paths, kube: &Kube, bins: &images::Binaries) -> anyhow::Result<()> {
     let kubectl = Kubectl::new(&paths.kubeconfig());
-    let mut agent_image = String::new();
+    let mut agent_image = Vec::new();
     for &name in ORDER {
         if name == "kubelet" {
             // The pods' images must be there before the kubelet runs them.

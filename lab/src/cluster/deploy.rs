@@ -14,10 +14,12 @@ pub fn overlay() -> std::path::PathBuf {
     util::workspace_root().join("tests/overlays/agent")
 }
 
-/// Applies the DaemonSet and waits until its one pod runs `image_id` and is
-/// ready. A pod still on an older image of the same tag is replaced: the
-/// tag stays `graceful/agent:<version>` while the binaries change.
-pub fn agent(kubectl: &Kubectl, image_id: &str) -> anyhow::Result<()> {
+/// Applies the DaemonSet and waits until its one pod runs the image (the
+/// kubelet reports one of `digests`) and is ready. A pod still on an older
+/// image of the same tag is replaced: the tag stays
+/// `graceful/agent:<version>` while the binaries change.
+pub fn agent(kubectl: &Kubectl, digests: &[String]) -> anyhow::Result<()> {
+    let ours = |id: &str| digests.iter().any(|d| id.ends_with(d.as_str()));
     kubectl.text(&["apply", "-k", &overlay().to_string_lossy()])?;
     let pods = || {
         kubectl
@@ -39,9 +41,7 @@ pub fn agent(kubectl: &Kubectl, image_id: &str) -> anyhow::Result<()> {
         .filter_map(|l| {
             // name, imageID, ready: a pod still starting has no imageID yet.
             let f: Vec<&str> = l.split_whitespace().collect();
-            let other_image = f
-                .get(1)
-                .is_some_and(|id| id.starts_with("sha256:") && !id.ends_with(image_id));
+            let other_image = f.get(1).is_some_and(|id| id.contains("sha256:") && !ours(id));
             other_image.then(|| f[0].to_string())
         })
         .collect();
@@ -60,7 +60,7 @@ pub fn agent(kubectl: &Kubectl, image_id: &str) -> anyhow::Result<()> {
             let lines: Vec<&str> = text.lines().collect();
             let ok = lines.len() == 1 && {
                 let f: Vec<&str> = lines[0].split_whitespace().collect();
-                f.len() == 3 && f[1].ends_with(image_id) && f[2] == "true"
+                f.len() == 3 && ours(f[1]) && f[2] == "true"
             };
             ok.then(|| lines[0].split_whitespace().next().unwrap_or_default().to_string())
         },

@@ -357,8 +357,9 @@ fn stand_in(
 }
 
 /// Every image, written to `target/cluster/images` and imported unless
-/// containerd holds it already. Returns the id of the agent's image.
-pub fn import(paths: &Paths, bins: &Binaries, kube: &Kube) -> anyhow::Result<String> {
+/// containerd holds it already. Returns the digests the kubelet may report
+/// for the agent's image: its config's, its manifest's.
+pub fn import(paths: &Paths, bins: &Binaries, kube: &Kube) -> anyhow::Result<Vec<String>> {
     let pause_name = pause_ref(kube);
     let images = [
         pause(kube, &pause_name)?,
@@ -414,7 +415,7 @@ pub fn import(paths: &Paths, bins: &Binaries, kube: &Kube) -> anyhow::Result<Str
             &id[..12]
         );
     }
-    Ok(bins.agent.id.clone())
+    Ok(vec![bins.agent.id.clone(), bins.agent.manifest.clone()])
 }
 
 /// The agent's image, from `cargo xtask image`'s OCI archive, under the

@@ -64,7 +64,11 @@ fn the_node_runs_the_image_built_from_the_containerfile() {
         .to_string();
     let config = json(&blob(&archive, &config_digest));
 
-    // The node's agent pod runs exactly this image.
+    // The node's agent pod runs exactly this image. The kubelet reports
+    // the config's digest, or, once the image has a registry's name too
+    // (the push test's pull), that registry's manifest digest, which is the
+    // archive's: buildah writes the same manifest to both.
+    let manifest_digest = manifests[0]["digest"].as_str().unwrap().to_string();
     let pods = cluster.json(&["-n", AGENT_NAMESPACE, "get", "pods", "-l", AGENT_SELECTOR]);
     let running: Vec<String> = pods["items"]
         .as_array()
@@ -76,9 +80,10 @@ fn the_node_runs_the_image_built_from_the_containerfile() {
     assert!(!running.is_empty(), "no agent pod: {pods}");
     for id in &running {
         assert!(
-            id.ends_with(&config_digest),
-            "the agent pod runs {id}, not the image built last ({config_digest}): \
-             `cargo xtask cluster up` imports the image `cargo xtask image` built last"
+            id.ends_with(&config_digest) || id.ends_with(&format!("@{manifest_digest}")),
+            "the agent pod runs {id}, not the image built last (config {config_digest}, \
+             manifest {manifest_digest}): `cargo xtask cluster up` imports the image \
+             `cargo xtask image` built last"
         );
     }
     // FROM scratch: one layer, the two static binaries and nothing else.
