@@ -199,6 +199,23 @@ fn the_readme_quickstart_runs_as_written_on_the_node() {
             .starts_with(&format!("{}/graceful/agent@sha256:", registry::ADDR)),
         "{status}"
     );
+    // The socket example's image volume is the agent's image from the
+    // registry, pulled there: its pod runs (in the examples' restricted
+    // namespace).
+    cluster.kubectl(&[
+        "-n",
+        "graceful-restricted",
+        "rollout",
+        "status",
+        "deploy/restricted-web",
+        "--timeout=180s",
+    ]);
+    let d = cluster.json(&["-n", "graceful-restricted", "get", "deploy/restricted-web"]);
+    let volumes = d["spec"]["template"]["spec"]["volumes"].as_array().unwrap();
+    assert!(
+        volumes.iter().any(|v| v["image"]["reference"] == image.as_str()),
+        "the image volume names the registry's image: {volumes:?}"
+    );
     // The doctor found nothing wrong (it exits non-zero on a failure; the
     // script would have stopped), and `kubectl graceful drains` answered.
     assert!(
