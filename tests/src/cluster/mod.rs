@@ -160,16 +160,70 @@ impl Cluster {
     /// `ctr images <args>` in the node's containerd (the kubelet's `k8s.io`
     /// namespace): tag, remove.
     pub fn images(&self, args: &[&str]) {
+        self.try_images(args).unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// [`Cluster::images`], for clean-up paths that must not panic.
+    pub fn try_images(&self, args: &[&str]) -> Result<(), String> {
         let out = Command::new("ctr")
             .args(["--address", CONTAINERD_SOCK, "-n", "k8s.io", "images"])
             .args(args)
             .output()
-            .expect("ctr (the node's programs come first on PATH)");
-        assert!(
-            out.status.success(),
-            "ctr images {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+            .map_err(|e| format!("ctr (the node's programs come first on PATH): {e}"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "ctr images {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        }
+    }
+
+    /// `GET path` (HTTP/1.0) from inside the node's namespace to `addr`:
+    /// the body of a 200 answer, or the status line and body.
+    pub fn get_on_node(&self, addr: std::net::SocketAddr, path: &str) -> Result<String, String> {
+        use std::io::{Read as _, Write as _};
+        let request = format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n");
+        let raw = self.on_node(move || -> std::io::Result<String> {
+            let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+            s.set_read_timeout(Some(Duration::from_secs(20)))?;
+            s.write_all(request.as_bytes())?;
+            let mut raw = String::new();
+            s.read_to_string(&mut raw)?;
+            Ok(raw)
+        });
+        let raw = raw.map_err(|e| e.to_string())?;
+        let (head, body) = raw
+            .split_once("\r\n\r\n")
+            .ok_or_else(|| format!("no HTTP answer: {raw}"))?;
+        if head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200") {
+            Ok(body.to_string())
+        } else {
+            Err(format!("{}: {body}", head.lines().next().unwrap_or_default()))
+        }
+    }
+
+    /// deploy/base's agent as the suite runs it (tests/overlays/agent),
+    /// applied, and its rollout waited for: how a test that took the agent
+    /// away puts it back (from a Drop: errors are returned, not raised).
+    pub fn restore_agent(&self) -> Result<(), String> {
+        let overlay = workspace().join("tests/overlays/agent");
+        self.try_kubectl(&["apply", "-k", overlay.to_str().unwrap()])?;
+        self.agent_rollout()
+    }
+
+    /// Waits for the agent DaemonSet's rollout (up to 3 minutes).
+    pub fn agent_rollout(&self) -> Result<(), String> {
+        self.try_kubectl(&[
+            "-n",
+            AGENT_NAMESPACE,
+            "rollout",
+            "status",
+            "ds/graceful",
+            "--timeout=180s",
+        ])
+        .map(drop)
     }
 
     /// Rolls the agent's DaemonSet to `image` and waits for the rollout:
@@ -184,14 +238,7 @@ impl Cluster {
             "ds/graceful",
             &format!("agent={image}"),
         ]);
-        self.kubectl(&[
-            "-n",
-            AGENT_NAMESPACE,
-            "rollout",
-            "status",
-            "ds/graceful",
-            "--timeout=180s",
-        ]);
+        self.agent_rollout().unwrap_or_else(|e| panic!("{e}"));
         self.agent_replaced(&before)
     }
 

@@ -11,8 +11,6 @@
 //! and honor_labels.
 
 use std::{
-    io::{Read as _, Write as _},
-    net::{SocketAddr, TcpStream},
     path::PathBuf,
     process::{Child, Command, Stdio},
     time::Duration,
@@ -133,25 +131,7 @@ impl<'a> Prometheus<'a> {
 
     /// `GET path` on its web port, from inside the node; the body.
     pub fn get(&self, path: &str) -> Result<String, String> {
-        let addr: SocketAddr = LISTEN.parse().unwrap();
-        let request = format!("GET {path} HTTP/1.0\r\nHost: prometheus\r\n\r\n");
-        let raw = self.cluster.on_node(move || -> std::io::Result<String> {
-            let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
-            s.set_read_timeout(Some(Duration::from_secs(20)))?;
-            s.write_all(request.as_bytes())?;
-            let mut raw = String::new();
-            s.read_to_string(&mut raw)?;
-            Ok(raw)
-        });
-        let raw = raw.map_err(|e| e.to_string())?;
-        let (head, body) = raw
-            .split_once("\r\n\r\n")
-            .ok_or_else(|| format!("no HTTP answer: {raw}"))?;
-        if head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200") {
-            Ok(body.to_string())
-        } else {
-            Err(format!("{}: {body}", head.lines().next().unwrap_or_default()))
-        }
+        self.cluster.get_on_node(LISTEN.parse().unwrap(), path)
     }
 
     /// An instant query: its result vector (each element's `metric` and

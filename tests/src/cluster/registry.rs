@@ -70,21 +70,12 @@ impl<'a> Registry<'a> {
 
     /// The tags it holds for `repository` (its `/v2/<repository>/tags/list`).
     pub fn tags(&self, repository: &str) -> Vec<String> {
-        let addr: SocketAddr = ADDR.parse().unwrap();
-        let request = format!("GET /v2/{repository}/tags/list HTTP/1.0\r\nHost: {ADDR}\r\n\r\n");
-        let raw = self.cluster.on_node(move || -> std::io::Result<String> {
-            use std::io::{Read as _, Write as _};
-            let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
-            s.set_read_timeout(Some(Duration::from_secs(10)))?;
-            s.write_all(request.as_bytes())?;
-            let mut raw = String::new();
-            s.read_to_string(&mut raw)?;
-            Ok(raw)
-        });
-        let raw = raw.expect("GET tags/list");
-        let body = raw.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or_default();
+        let body = self
+            .cluster
+            .get_on_node(ADDR.parse().unwrap(), &format!("/v2/{repository}/tags/list"))
+            .unwrap_or_else(|e| panic!("GET tags/list: {e}"));
         let v: serde_json::Value =
-            serde_json::from_str(body).unwrap_or_else(|e| panic!("tags/list: {e}: {raw}"));
+            serde_json::from_str(&body).unwrap_or_else(|e| panic!("tags/list: {e}: {body}"));
         v["tags"]
             .as_array()
             .into_iter()

@@ -156,8 +156,7 @@ impl<'a> NoAgent<'a> {
 
 impl Drop for NoAgent<'_> {
     fn drop(&mut self) {
-        let overlay = graceful_tests::cluster::workspace().join("tests/overlays/agent");
-        self.0.kubectl(&["apply", "-k", &overlay.to_string_lossy()]);
+        self.0.restore_agent().unwrap_or_else(|e| panic!("{e}"));
         self.0.agent_pod(120);
     }
 }

@@ -43,15 +43,7 @@ impl Drop for Restore<'_> {
         if helm::try_helm(c, &["status", RELEASE, "-n", AGENT_NAMESPACE]).is_ok() {
             let _ = helm::try_helm(c, &["uninstall", RELEASE, "-n", AGENT_NAMESPACE, "--wait"]);
         }
-        let _ = apply_deploy_base(c);
-        let _ = c.try_kubectl(&[
-            "-n",
-            AGENT_NAMESPACE,
-            "rollout",
-            "status",
-            "ds/graceful",
-            "--timeout=180s",
-        ]);
+        let _ = c.restore_agent();
     }
 }
 

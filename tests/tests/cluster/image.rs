@@ -195,15 +195,7 @@ fn the_image_pushed_to_a_registry_is_what_the_node_pulls_and_runs() {
     assert!(
         out.status.success(),
         "cargo xtask image --push: {stdout}{}\nthe registry's log: {}",
-        stderr
-            .lines()
-            .rev()
-            .take(20)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect::<Vec<_>>()
-            .join("\n"),
+        stderr,
         registry.log()
     );
     let pushed: Vec<&str> = stdout

@@ -97,29 +97,10 @@ impl Drop for Restore<'_> {
             c,
             &["uninstall", "graceful", "-n", AGENT_NAMESPACE, "--wait"],
         );
-        let overlay = workspace().join("tests/overlays/agent");
-        let _ = c.try_kubectl(&["apply", "-k", overlay.to_str().unwrap()]);
-        let _ = c.try_kubectl(&[
-            "-n",
-            AGENT_NAMESPACE,
-            "rollout",
-            "status",
-            "ds/graceful",
-            "--timeout=180s",
-        ]);
+        let _ = c.restore_agent();
         let pulled = format!("{}/graceful/agent:{}", registry::ADDR, env!("CARGO_PKG_VERSION"));
         for image in IMAGE_TAGS.iter().map(|(_, t)| *t).chain([pulled.as_str()]) {
-            let _ = Command::new("ctr")
-                .args([
-                    "--address",
-                    graceful_tests::cluster::CONTAINERD_SOCK,
-                    "-n",
-                    "k8s.io",
-                    "images",
-                    "rm",
-                    image,
-                ])
-                .output();
+            let _ = c.try_images(&["rm", image]);
         }
     }
 }
