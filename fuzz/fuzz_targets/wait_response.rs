@@ -1,16 +1,5 @@
-//! graceful-wait's response parsing: whatever answers on the socket (an
-//! old agent, another server, garbage), the hook never panics or hangs.
+//! libFuzzer's entry for `wait_response`: what it asserts is
+//! `graceful_fuzz_checks::wait_response`, which `cargo test` also replays.
 #![no_main]
 
-use graceful_wait::http::read_head;
-use libfuzzer_sys::fuzz_target;
-
-fuzz_target!(|data: &[u8]| {
-    if let Ok(mut r) = read_head(data) {
-        let mut n = 0;
-        while let Ok(Some(_)) = r.next_line() {
-            n += 1;
-            assert!(n <= data.len() + 1, "more lines than bytes");
-        }
-    }
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| graceful_fuzz_checks::wait_response::check(data));

@@ -5,6 +5,7 @@
 //! - `test`:  build the agent and run the whole test suite.
 //! - `layout`: check the tree's structure (import circles, file sizes, inline tests).
 //! - `docs`: regenerate docs/cli.md from the CLI's definitions.
+//! - `fuzz`: the fuzz targets under libFuzzer and the sanitizer.
 //!
 //! The lab's, handed as they are to the lab's program (`lab/`, a workspace
 //! of its own that the agent's build never loads): `cluster`, `vm-test`,
@@ -15,6 +16,7 @@ use clap::{Parser, Subcommand};
 use xtask::{lab, setup};
 
 mod docs;
+mod fuzz;
 mod layout;
 mod test;
 
@@ -63,6 +65,17 @@ enum Command {
     },
     /// Regenerate docs/cli.md (the command reference) from the CLI's own definitions.
     Docs,
+    /// Run the fuzz targets under libFuzzer with the address sanitizer (cargo fuzz, nightly;
+    /// installed on first use), each from its seeds in fuzz/seeds. `cargo test` replays those
+    /// seeds and a fixed run of their mutations without the sanitizer (what CI runs).
+    Fuzz {
+        /// How long each target runs.
+        #[arg(long, default_value_t = 30)]
+        seconds: u64,
+        /// Only these targets (drain_request, wait_response, hook_query, api_request,
+        /// handover_frame).
+        targets: Vec<String>,
+    },
     /// (lab) Show the agent counting a simulated pod's connections while it drains; `--cluster`
     /// on the test node. `cargo xtask demo --help` lists its flags.
     Demo(LabArgs),
@@ -105,6 +118,7 @@ fn main() {
         Command::Layout(args) => layout::run(args),
         Command::Image { push } => image(push.as_deref()).map(|_| 0),
         Command::Docs => docs::run_docs().map(|_| 0),
+        Command::Fuzz { seconds, targets } => fuzz::run(seconds, &targets),
         Command::Demo(a) => lab::run("demo", &a.args),
         Command::Rollout(a) => lab::run("rollout", &a.args),
         Command::Bench(a) => lab::run("bench", &a.args),

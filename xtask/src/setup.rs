@@ -21,7 +21,7 @@ use crate::util::{self, output};
 pub const NIGHTLY: &str = "nightly";
 pub const MUSL: &str = "x86_64-unknown-linux-musl";
 pub const BPF_LINKER_VERSION: &str = "0.13.0";
-/// Runs the fuzz targets in fuzz/ (CI runs each for a bounded time).
+/// Runs the fuzz targets in fuzz/ (`cargo xtask fuzz`, which installs it).
 pub const CARGO_FUZZ_VERSION: &str = "0.13.2";
 
 /// apt packages the tests and the demo use. Each entry lists alternatives,
@@ -66,7 +66,6 @@ pub fn run() -> anyhow::Result<()> {
     rust_src()?;
     musl_target()?;
     bpf_linker()?;
-    cargo_fuzz()?;
     apt_packages()?;
     go_toolchain()?;
     promtool()?;
@@ -134,8 +133,14 @@ fn go_toolchain() -> anyhow::Result<()> {
     }
 }
 
-/// cargo-fuzz, into the same tools directory as bpf-linker.
-fn cargo_fuzz() -> anyhow::Result<()> {
+/// cargo-fuzz, into the same tools directory as bpf-linker; the path of
+/// its binary.
+pub fn cargo_fuzz() -> anyhow::Result<PathBuf> {
+    cargo_fuzz_installed()?;
+    Ok(tools_dir()?.join("bin/cargo-fuzz"))
+}
+
+fn cargo_fuzz_installed() -> anyhow::Result<()> {
     let what = format!("cargo-fuzz {CARGO_FUZZ_VERSION}");
     let bin = tools_dir()?.join("bin/cargo-fuzz");
     let version = output(Command::new(&bin).arg("--version")).unwrap_or_default();
