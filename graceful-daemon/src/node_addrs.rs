@@ -10,14 +10,18 @@
 use std::{
     collections::HashSet,
     io,
-    net::{IpAddr, Ipv4Addr, Ipv6Addr},
+    net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
     path::Path,
     sync::Mutex,
     time::{Duration, Instant},
 };
 
 use crate::{
-    adopt::netns::{run_in, NetNs},
+    adopt::{
+        netns::{run_in, NetNs},
+        sockdiag::{Lookup, TcpSocket},
+    },
+    resolver::index::Owner,
     sync,
 };
 
@@ -30,6 +34,22 @@ pub const DEFAULT_NETNS: &str = "/proc/1/ns/net";
 pub struct NodeAddrs {
     pub netns: NetNs,
     known: Mutex<Known>,
+    /// A sock_diag socket opened in the node's namespace, for
+    /// [`NodeAddrs::caller`]; opened on first use.
+    lookup: Mutex<Option<Lookup>>,
+}
+
+/// Who is at the other end of a connection that came from one of the
+/// node's addresses, as the node's kernel knows the socket it came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NodeCaller {
+    /// A process outside every pod: the kubelet, or root on the node.
+    Host { uid: u32 },
+    /// A process of pod `uid` on the host network.
+    Pod { uid: String },
+    /// No socket of the node has these addresses (a NAT on the way, or it
+    /// closed already): who it is cannot be told.
+    Unknown,
 }
 
 struct Known {
@@ -55,6 +75,7 @@ impl NodeAddrs {
                 addrs: HashSet::new(),
                 read_at: None,
             }),
+            lookup: Mutex::new(None),
         };
         let now = addrs.read()?;
         *sync::lock(&addrs.known) = Known {
@@ -114,9 +135,64 @@ impl NodeAddrs {
         v
     }
 
+    /// Who connected from `peer` (one of the node's addresses) to `local`:
+    /// the node's socket with those addresses, and whose cgroup it is in
+    /// (`owner`: the resolver's view of a cgroup id). A hostNetwork pod
+    /// shares the node's addresses, never its cgroups.
+    pub fn caller(
+        &self,
+        peer: SocketAddr,
+        local: SocketAddr,
+        owner: impl Fn(u64) -> Option<Owner>,
+    ) -> NodeCaller {
+        let Some(s) = self.peer_socket(peer, local) else {
+            return NodeCaller::Unknown;
+        };
+        match s.cgroup_id.and_then(owner) {
+            Some(Owner::Pod { uid, .. }) => NodeCaller::Pod { uid },
+            _ => NodeCaller::Host { uid: s.uid },
+        }
+    }
+
+    /// The node's socket whose own address is `peer` and whose peer is
+    /// `local` (a dual-stack listener's IPv4-mapped addresses taken as IPv4).
+    fn peer_socket(&self, peer: SocketAddr, local: SocketAddr) -> Option<TcpSocket> {
+        let (peer, local) = (canonical_addr(peer), canonical_addr(local));
+        if peer.is_ipv4() != local.is_ipv4() {
+            return None;
+        }
+        let mut lookup = sync::lock(&self.lookup);
+        if lookup.is_none() {
+            match run_in(&self.netns, Lookup::open) {
+                Ok(Ok(l)) => *lookup = Some(l),
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "cannot look up the node's sockets: callers from the node's addresses are not told apart");
+                    return None;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot enter the node's network namespace to look up its sockets");
+                    return None;
+                }
+            }
+        }
+        let l = lookup.as_mut()?;
+        match l.find(peer, local) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot look up a node socket; opening a new sock_diag socket next time");
+                *lookup = None;
+                None
+            }
+        }
+    }
+
     fn read(&self) -> io::Result<HashSet<IpAddr>> {
         run_in(&self.netns, interface_addrs)?
     }
+}
+
+fn canonical_addr(a: SocketAddr) -> SocketAddr {
+    SocketAddr::new(canonical(a.ip()), a.port())
 }
 
 fn canonical(ip: IpAddr) -> IpAddr {

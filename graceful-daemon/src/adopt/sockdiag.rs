@@ -23,7 +23,8 @@
 //! - `uapi`: the kernel's numbers and sizes, and the receive limits;
 //! - `netlink`: the dump request built and the replies parsed;
 //! - `dump`: the netlink socket, and the dumps streamed through it
-//!   ([`dump_tcp`], [`for_each_tcp`]);
+//!   ([`dump_tcp`], [`for_each_tcp`]), and one socket looked up by its
+//!   addresses ([`Lookup`]);
 //! - `classifier`: which side of a connection a socket is ([`classify`],
 //!   [`Classifier`]).
 
@@ -37,6 +38,6 @@ mod uapi;
 pub use classifier::{classify, role_of, Classified, Classifier, Role, ADOPTABLE_STATES};
 #[cfg(test)]
 pub(crate) use dump::so_cookie;
-pub use dump::{dump_tcp, for_each_tcp, state_bit, ALL_STATES};
+pub use dump::{dump_tcp, for_each_tcp, state_bit, Lookup, ALL_STATES};
 pub use error::SockDiagError;
 pub use tcp_socket::{tcp_state, TcpSocket};

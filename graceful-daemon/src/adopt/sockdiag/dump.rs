@@ -3,11 +3,12 @@
 //! a time.
 
 use std::io;
+use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use super::{
     error::SockDiagError,
-    netlink::{build_request, parse_datagram, Progress},
+    netlink::{build_lookup, build_request, parse_datagram, Progress},
     tcp_socket::TcpSocket,
     uapi::{NETLINK_EXT_ACK, NETLINK_SOCK_DIAG, RECV_BUF_LEN, RECV_TIMEOUT_SECS, SOL_NETLINK},
 };
@@ -56,6 +57,56 @@ fn family_name(family: u8) -> &'static str {
 
 struct NlSocket {
     fd: OwnedFd,
+}
+
+/// A sock_diag socket kept open for lookups of one socket at a time, in the
+/// network namespace it was opened in (a netlink socket answers for the
+/// namespace it was created in, whichever thread asks later).
+pub struct Lookup {
+    sock: NlSocket,
+    buf: Vec<u8>,
+    seq: u32,
+}
+
+impl Lookup {
+    /// Opens it in the calling thread's network namespace.
+    pub fn open() -> Result<Lookup, SockDiagError> {
+        Ok(Lookup {
+            sock: NlSocket::open()?,
+            buf: vec![0u8; 8 * 1024],
+            seq: 0,
+        })
+    }
+
+    /// The TCP socket whose own address is `local` and whose peer is
+    /// `remote` (of one family); `None` when there is none.
+    pub fn find(
+        &mut self,
+        local: SocketAddr,
+        remote: SocketAddr,
+    ) -> Result<Option<TcpSocket>, SockDiagError> {
+        self.seq = self.seq.wrapping_add(1);
+        let name = family_name(match local {
+            SocketAddr::V4(_) => libc::AF_INET as u8,
+            SocketAddr::V6(_) => libc::AF_INET6 as u8,
+        });
+        self.sock.send(&build_lookup(self.seq, local, remote), name)?;
+        let mut found = None;
+        loop {
+            let len = self.sock.recv(&mut self.buf, name)?;
+            let dgram = &self.buf[..len];
+            match parse_datagram(dgram, self.seq, name, &mut |s| found = Some(s)) {
+                Ok(_) if found.is_some() => return Ok(found),
+                // No such socket: the lookup's NLMSG_ERROR is ENOENT.
+                Err(SockDiagError::Kernel { source, .. }) if source.raw_os_error() == Some(libc::ENOENT) => {
+                    return Ok(None)
+                }
+                Err(e) => return Err(e),
+                // A datagram for an older request (a lookup that timed out).
+                Ok(_) => continue,
+            }
+        }
+    }
 }
 
 impl NlSocket {
@@ -115,7 +166,24 @@ impl NlSocket {
         out: &mut impl FnMut(TcpSocket),
     ) -> Result<(), SockDiagError> {
         let name = family_name(family);
-        let req = build_request(seq, family, states);
+        self.send(&build_request(seq, family, states), name)?;
+        loop {
+            let len = self.recv(buf, name)?;
+            if len == 0 {
+                return Err(SockDiagError::Malformed {
+                    family: name,
+                    detail: "the socket returned end-of-file before NLMSG_DONE".into(),
+                });
+            }
+            match parse_datagram(&buf[..len], seq, name, out)? {
+                Progress::More => continue,
+                Progress::Done => return Ok(()),
+            }
+        }
+    }
+
+    /// Sends one request to the kernel, retrying on EINTR.
+    fn send(&self, req: &[u8], name: &'static str) -> Result<(), SockDiagError> {
         // The kernel is netlink port 0; the zeroed sockaddr_nl says so.
         // SAFETY: sockaddr_nl is plain old data; all-zero is valid.
         let mut kernel: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
@@ -133,7 +201,7 @@ impl NlSocket {
                 )
             };
             if n >= 0 {
-                break;
+                return Ok(());
             }
             let err = io::Error::last_os_error();
             if err.kind() != io::ErrorKind::Interrupted {
@@ -141,20 +209,6 @@ impl NlSocket {
                     family: name,
                     source: err,
                 });
-            }
-        }
-
-        loop {
-            let len = self.recv(buf, name)?;
-            if len == 0 {
-                return Err(SockDiagError::Malformed {
-                    family: name,
-                    detail: "the socket returned end-of-file before NLMSG_DONE".into(),
-                });
-            }
-            match parse_datagram(&buf[..len], seq, name, out)? {
-                Progress::More => continue,
-                Progress::Done => return Ok(()),
             }
         }
     }

@@ -30,6 +30,44 @@ pub(super) fn build_request(seq: u32, family: u8, states: u32) -> Vec<u8> {
     b
 }
 
+/// nlmsghdr + inet_diag_req_v2 asking for the one TCP socket whose own
+/// address is `local` and whose peer is `remote` (both of one family).
+pub(super) fn build_lookup(seq: u32, local: SocketAddr, remote: SocketAddr) -> Vec<u8> {
+    let total = NLMSG_HDRLEN + INET_DIAG_REQ_V2_LEN;
+    let family = match local {
+        SocketAddr::V4(_) => libc::AF_INET as u8,
+        SocketAddr::V6(_) => libc::AF_INET6 as u8,
+    };
+    let mut b = Vec::with_capacity(total);
+    b.extend_from_slice(&(total as u32).to_ne_bytes());
+    b.extend_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
+    b.extend_from_slice(&NLM_F_REQUEST.to_ne_bytes());
+    b.extend_from_slice(&seq.to_ne_bytes());
+    b.extend_from_slice(&0u32.to_ne_bytes());
+    b.push(family);
+    b.push(libc::IPPROTO_TCP as u8);
+    b.push(0);
+    b.push(0);
+    b.extend_from_slice(&u32::MAX.to_ne_bytes()); // every state
+                                                  // struct inet_diag_sockid: ports and addresses in network order.
+    b.extend_from_slice(&local.port().to_be_bytes());
+    b.extend_from_slice(&remote.port().to_be_bytes());
+    for a in [local, remote] {
+        let mut ip = [0u8; 16];
+        match a {
+            SocketAddr::V4(v4) => ip[..4].copy_from_slice(&v4.ip().octets()),
+            SocketAddr::V6(v6) => ip.copy_from_slice(&v6.ip().octets()),
+        }
+        b.extend_from_slice(&ip);
+    }
+    b.extend_from_slice(&0u32.to_ne_bytes()); // idiag_if: any
+                                              // idiag_cookie: INET_DIAG_NOCOOKIE, an exact lookup by address.
+    b.extend_from_slice(&u32::MAX.to_ne_bytes());
+    b.extend_from_slice(&u32::MAX.to_ne_bytes());
+    debug_assert_eq!(b.len(), total);
+    b
+}
+
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Progress {
     More,

@@ -210,3 +210,27 @@ fn request_sockets_are_syn_recv_without_cgroup() {
     assert_eq!((req.cgroup_id, req.inode), (None, 0));
     assert!(classify(&dump).iter().all(|x| x.cookie != req.cookie));
 }
+
+#[test]
+fn a_lookup_finds_one_connection_by_its_addresses_and_nothing_else() {
+    for addr in ["127.0.0.1:0", "[::1]:0"] {
+        let f = fixture(addr, 2);
+        let mut lookup = Lookup::open().unwrap();
+        for c in &f.clients {
+            let (local, remote) = (c.local_addr().unwrap(), c.peer_addr().unwrap());
+            let s = lookup.find(local, remote).unwrap().expect("the client's socket");
+            assert_eq!((s.local, s.remote), (local, remote));
+            assert_eq!(s.cookie, so_cookie(c), "{addr}");
+            assert_eq!(s.state, tcp_state::ESTABLISHED);
+            assert_eq!(s.cgroup_id, own_cgroup_id());
+            // The other end, looked up from its side.
+            let server = lookup.find(remote, local).unwrap().expect("the accepted socket");
+            assert_eq!((server.local, server.remote), (remote, local));
+        }
+        // A port nobody has: nothing, not an error.
+        let local = f.clients[0].local_addr().unwrap();
+        let mut gone = f.clients[0].peer_addr().unwrap();
+        gone.set_port(1);
+        assert_eq!(lookup.find(local, gone).unwrap(), None);
+    }
+}
