@@ -273,10 +273,27 @@ impl DrainRequest {
 /// The longest `ignore_ports` or `ignore_peers` a request may carry.
 pub const MAX_EXCLUSIONS_TEXT: usize = 1024;
 
-/// The bounds on `after_containers`, wherever the names come from.
+/// The most names `after_containers` may carry.
+pub const MAX_AFTER_CONTAINERS: usize = 64;
+/// The longest of them: a container name is a DNS label (63), an id
+/// prefix at most the 64 hex digits of an id.
+pub const MAX_CONTAINER_NAME: usize = 64;
+
+/// The bounds on `after_containers`, wherever the names come from: what a
+/// container name or id prefix can be (letters, digits, `-`, `.`, `_`),
+/// so that a held hook's record stays small whatever a pod sends.
 pub fn check_containers(names: &[String]) -> Result<(), String> {
-    if names.len() > 64 || names.iter().any(|c| c.is_empty() || c.len() > 256) {
-        return Err("after_containers: at most 64 names of 1 to 256 characters".into());
+    let name_ok = |c: &String| {
+        !c.is_empty()
+            && c.len() <= MAX_CONTAINER_NAME
+            && c.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
+    };
+    if names.len() > MAX_AFTER_CONTAINERS || !names.iter().all(name_ok) {
+        return Err(format!(
+            "after_containers: at most {MAX_AFTER_CONTAINERS} container names or id prefixes of 1 to \
+             {MAX_CONTAINER_NAME} letters, digits, '-', '.' or '_'"
+        ));
     }
     Ok(())
 }

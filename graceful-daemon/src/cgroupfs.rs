@@ -23,31 +23,62 @@ pub enum CgroupError {
 
 pub use graceful_common::mountinfo::{mounts, Mount};
 
+use crate::resolver::roots::PodRoots;
+
+/// Enters the node's cgroup namespace (pid 1's, seen with `hostPID`), so
+/// that `/proc/<pid>/cgroup` reads as paths from the hierarchy's top, as
+/// the pod cgroup roots are written: a container's own namespace shows
+/// other pods as `/../..` paths, and where in the tree they sit could not
+/// be told. Call before any thread starts: every thread made after
+/// inherits it. Already there (a host process), it changes nothing.
+pub fn enter_nodes_namespace() -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let ns = std::fs::File::open("/proc/1/ns/cgroup")?;
+    // SAFETY: setns on an open namespace file, for this (the only) thread.
+    if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWCGROUP) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Where cgroup2 is mounted.
 pub fn mount_point() -> Result<PathBuf, CgroupError> {
     let text = std::fs::read_to_string("/proc/self/mountinfo").map_err(CgroupError::MountInfo)?;
     graceful_common::mountinfo::cgroup2(&text).ok_or(CgroupError::NoCgroup2)
 }
 
-/// The cgroup2 hierarchy, from one mount.
+/// The cgroup2 hierarchy, from one mount, and where in it the kubelet
+/// makes pods.
 #[derive(Clone, Debug)]
 pub struct Hierarchy {
     mount: PathBuf,
+    roots: PodRoots,
 }
 
 impl Hierarchy {
     pub fn discover() -> Result<Self, CgroupError> {
-        Ok(Self {
-            mount: mount_point()?,
-        })
+        Ok(Self::at(mount_point()?))
     }
 
     pub fn at(mount: impl Into<PathBuf>) -> Self {
-        Self { mount: mount.into() }
+        Self {
+            mount: mount.into(),
+            roots: PodRoots::default(),
+        }
+    }
+
+    /// The same hierarchy, its pods under `roots`.
+    pub fn with_pod_roots(self, roots: PodRoots) -> Self {
+        Self { roots, ..self }
     }
 
     pub fn mount(&self) -> &Path {
         &self.mount
+    }
+
+    /// Where its pod cgroups may be.
+    pub fn pod_roots(&self) -> &PodRoots {
+        &self.roots
     }
 
     /// The absolute directory of a cgroup path such as `/kubepods.slice/x`.

@@ -5,6 +5,12 @@
 //! close it without a word. A request hyper cannot parse gets its
 //! automatic `400` (`414`, `431`) with one line of JSON too
 //! ([`JsonErrors`]): hyper's own has an empty body.
+//!
+//! What one connection may hold of the agent is bounded: its read buffer
+//! ([`MAX_BUF`]), the time a request head may take ([`HEAD_TIMEOUT`]), the
+//! time a write may stay blocked on a client that does not read
+//! ([`WRITE_TIMEOUT`]), and, where a server asks ([`Requests::One`]),
+//! its number of requests.
 
 use std::{
     convert::Infallible,
@@ -30,9 +36,36 @@ use crate::reply::Body;
 
 /// How long a client may take to send a request's head.
 pub const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a write may wait for a client to read: one that reads nothing
+/// of a stream (a drain's lines, the event feed) for this long is cut.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// hyper's read buffer per connection (its default is about 400 KiB): a
+/// request head of the gate, the hook's query or the API is a few hundred
+/// bytes; 16 KiB leaves room for a client's long headers.
+pub const MAX_BUF: usize = 16 * 1024;
+
+/// How many requests a connection may make.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Requests {
+    /// Kept alive for as many as the client sends.
+    Many,
+    /// One, answered with `connection: close`: for servers whose callers
+    /// must not hold a connection between requests.
+    One,
+}
 
 /// Serves `io` until it closes, calling `handle` for each request.
 pub async fn serve<IO, H, F>(io: IO, what: &'static str, handle: H)
+where
+    IO: AsyncRead + AsyncWrite + AsRawFd + Unpin + Send + 'static,
+    H: Fn(Request<Incoming>) -> F + Send + Sync + 'static,
+    F: Future<Output = Response<Body>> + Send + 'static,
+{
+    serve_limited(io, what, Requests::Many, handle).await
+}
+
+/// [`serve`], with `requests` requests at most.
+pub async fn serve_limited<IO, H, F>(io: IO, what: &'static str, requests: Requests, handle: H)
 where
     IO: AsyncRead + AsyncWrite + AsRawFd + Unpin + Send + 'static,
     H: Fn(Request<Incoming>) -> F + Send + Sync + 'static,
@@ -52,7 +85,9 @@ where
     let conn = http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(HEAD_TIMEOUT + Duration::from_secs(1))
-        .serve_connection(TokioIo::new(JsonErrors::new(io)), svc);
+        .max_buf_size(MAX_BUF)
+        .keep_alive(requests == Requests::Many)
+        .serve_connection(TokioIo::new(JsonErrors::new(WriteDeadline::new(io))), svc);
     tokio::pin!(conn);
     let timer = tokio::time::sleep(HEAD_TIMEOUT);
     tokio::pin!(timer);
@@ -187,6 +222,62 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for JsonErrors<IO> {
 }
 
 impl<IO: AsyncRead + Unpin> AsyncRead for JsonErrors<IO> {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
+    }
+}
+
+/// `io` whose writes fail once one has waited [`WRITE_TIMEOUT`] for the
+/// client to read: hyper has no write timeout of its own.
+pub struct WriteDeadline<IO> {
+    io: IO,
+    blocked: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<IO> WriteDeadline<IO> {
+    pub fn new(io: IO) -> WriteDeadline<IO> {
+        WriteDeadline { io, blocked: None }
+    }
+
+    /// `poll`'s outcome, with the deadline started when it blocks and
+    /// cleared when it makes progress.
+    fn watch<T>(&mut self, cx: &mut Context<'_>, poll: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
+        if poll.is_ready() {
+            self.blocked = None;
+            return poll;
+        }
+        let timer = self
+            .blocked
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(WRITE_TIMEOUT)));
+        if timer.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("the client read nothing for {} s", WRITE_TIMEOUT.as_secs()),
+            )));
+        }
+        Poll::Pending
+    }
+}
+
+impl<IO: AsyncWrite + Unpin> AsyncWrite for WriteDeadline<IO> {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let poll = Pin::new(&mut this.io).poll_write(cx, buf);
+        this.watch(cx, poll)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let poll = Pin::new(&mut this.io).poll_flush(cx);
+        this.watch(cx, poll)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
+}
+
+impl<IO: AsyncRead + Unpin> AsyncRead for WriteDeadline<IO> {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
     }

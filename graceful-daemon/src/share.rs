@@ -45,6 +45,14 @@ impl Limits {
         }
     }
 
+    /// These bounds, within `cap` (a server's share of the descriptors).
+    pub fn within(self, cap: Limits) -> Limits {
+        Limits {
+            total: self.total.min(cap.total),
+            per_caller: self.per_caller.min(cap.per_caller),
+        }
+    }
+
     /// The local API's bounds: a scraper, the probes, the CLI and a few
     /// event streams need a handful each.
     pub fn api_for_nofile(nofile: u64) -> Limits {
@@ -139,9 +147,17 @@ impl Shares {
         })
     }
 
-    /// Admits the one drain of `pod`'s `container`.
-    pub fn drain(self: &Arc<Self>, pod: &str, container: Option<&str>) -> Result<DrainTicket, Busy> {
-        let key = format!("{pod}/{}", container.unwrap_or("-"));
+    /// Admits the one drain of `pod`'s `container` in the pod's `epoch`
+    /// (`None` before its deletion; the deletion's time during it), so
+    /// that a drain begun before the deletion never holds the slot of the
+    /// termination's hook.
+    pub fn drain(
+        self: &Arc<Self>,
+        pod: &str,
+        container: Option<&str>,
+        epoch: Option<&str>,
+    ) -> Result<DrainTicket, Busy> {
+        let key = format!("{pod}/{}/{}", container.unwrap_or("-"), epoch.unwrap_or("live"));
         let mut u = sync::lock(&self.inner);
         if !u.drains.insert(key.clone()) {
             let who = match container {

@@ -15,6 +15,7 @@
 use graceful_wait::{
     args, http,
     seen::{request, Seen},
+    server,
 };
 
 use std::{
@@ -79,6 +80,11 @@ fn attempt(
         Ok(s) => s,
         Err(e) => return Outcome::Lost(format!("cannot reach the agent at {}: {e}", a.socket)),
     };
+    // Whatever answers there must be the agent before anything is asked of it.
+    let who = server::listener(&stream).map_err(|e| format!("cannot tell who serves {}: {e}", a.socket));
+    if let Err(why) = who.and_then(|l| server::check(l, server::in_my_pid_ns)) {
+        return Outcome::Refused(why);
+    }
     // Never block past our own deadline, plus a little for the report.
     let left = deadline.max.saturating_sub(started.elapsed()) + Duration::from_secs(1);
     let body = request(a, started_unix_ms, resumed.then_some(&*seen));

@@ -13,6 +13,13 @@ use std::{
     time::Duration,
 };
 
+/// Where the tests' simulated pods' cgroups are (`--pod-cgroup-root`):
+/// each under a directory of its own at the hierarchy's top
+/// (`/graceful-test-*/kubepods.slice/...`), in either driver's layout, or
+/// kind's; and the kubelet's own roots.
+pub const SIM_POD_ROOTS: &str = "/*/kubepods.slice,/*/kubepods,/*/kubelet.slice/kubelet-kubepods.slice,\
+                                 /kubepods.slice,/kubepods,/kubelet.slice/kubelet-kubepods.slice,/kubelet/kubepods";
+
 /// The `graceful` binary and the pin directory it works on.
 #[derive(Clone, Debug)]
 pub struct Graceful {
@@ -32,6 +39,7 @@ impl Graceful {
     pub fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(&self.bin);
         cmd.env("GRACEFUL_PIN_DIR", &self.pin_dir)
+            .env("GRACEFUL_POD_CGROUP_ROOT", SIM_POD_ROOTS)
             .args(args)
             .stdin(Stdio::null());
         cmd

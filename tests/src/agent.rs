@@ -184,6 +184,10 @@ impl Agent {
             .args(&args)
             .env("GRACEFUL_PIN_DIR", &self.pin_dir)
             .env("GRACEFUL_API_SOCKET", self.api_sock())
+            .env(
+                "GRACEFUL_POD_CGROUP_ROOT",
+                graceful_test_support::agent::SIM_POD_ROOTS,
+            )
             .env("RUST_LOG", "info")
             // As in the agent's FROM scratch image: no system trust store.
             .env("SSL_CERT_FILE", "/nonexistent/graceful-test-ca.pem")
@@ -234,6 +238,10 @@ impl Agent {
         let child = cmd
             .env("GRACEFUL_PIN_DIR", pin_dir)
             .env("GRACEFUL_API_SOCKET", self.api_sock())
+            .env(
+                "GRACEFUL_POD_CGROUP_ROOT",
+                graceful_test_support::agent::SIM_POD_ROOTS,
+            )
             .env("RUST_LOG", "info")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

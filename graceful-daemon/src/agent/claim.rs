@@ -7,7 +7,10 @@
 //!
 //! The gate socket gets no lock file: its directory is mounted into pods,
 //! and a lock a pod can take is a lock a pod can hold against the node's
-//! next agent. Whether a live agent answers on it is asked instead.
+//! next agent. The node is claimed from the pin directory's lock, which
+//! only a process with the node's bpffs can take: whatever listens on the
+//! gate socket while this agent holds it is no agent, and is replaced
+//! (said in one line), never obeyed.
 
 use std::{
     fs::File,
@@ -56,7 +59,9 @@ pub fn api_lock_path(socket: &Path) -> PathBuf {
 
 /// Takes the node's claim: the pin directory (which must exist) and the
 /// API socket's lock, then checks that no live agent answers on the API
-/// socket or on `gate_socket`.
+/// socket. A listener on `gate_socket` is no agent (an agent holds the
+/// pins' lock while it serves): it is named, and its socket replaced when
+/// the gate binds.
 pub fn take(pins: &PinDir, api_socket: &Path, gate_socket: Option<&Path>) -> Result<Claim, ClaimError> {
     let mut locks = vec![lock(pins.root(), false)?];
     if let Some(dir) = api_socket.parent() {
@@ -66,13 +71,18 @@ pub fn take(pins: &PinDir, api_socket: &Path, gate_socket: Option<&Path>) -> Res
         })?;
     }
     locks.push(lock(&api_lock_path(api_socket), true)?);
-    for sock in std::iter::once(api_socket).chain(gate_socket) {
-        if let Some(pid) = answering(sock) {
-            return Err(ClaimError::Serving {
-                path: sock.to_path_buf(),
-                pid,
-            });
-        }
+    if let Some(pid) = answering(api_socket) {
+        return Err(ClaimError::Serving {
+            path: api_socket.to_path_buf(),
+            pid,
+        });
+    }
+    if let Some(pid) = gate_socket.and_then(answering) {
+        tracing::error!(
+            gate = %gate_socket.unwrap_or(Path::new("")).display(),
+            holder = %holder(pid),
+            "something that holds no pins listens on the gate socket: not an agent; the gate replaces its socket"
+        );
     }
     Ok(Claim { _locks: locks })
 }

@@ -68,6 +68,8 @@ pub struct Settings {
     pub api_addr: String,
     /// `off`: none. Serves /metrics, /healthz and /readyz only.
     pub metrics_addr: String,
+    /// The per-pod series on the metrics address too.
+    pub metrics_pods: bool,
     pub metrics_max_pods: usize,
     pub kube: KubeArgs,
 }
@@ -87,7 +89,13 @@ impl Settings {
 /// Runs the agent until SIGTERM or SIGINT.
 pub fn run(pins: &PinDir, api_socket: &Path, settings: Settings) -> anyhow::Result<i32> {
     let release = kernel::check_floor().map_err(anyhow::Error::msg)?;
+    // Before any thread: every thread made after reads cgroup paths from the
+    // top of the hierarchy, where the pod roots are.
+    if let Err(e) = crate::cgroupfs::enter_nodes_namespace() {
+        warn!(error = %e, "cannot enter the node's cgroup namespace (pid 1's; the agent needs hostPID): callers of the gate seen as /../.. paths are not taken for pods, and their hooks fail open");
+    }
     let hier = Hierarchy::discover()?;
+    info!(pod_cgroup_roots = %hier.pod_roots(), "pods' cgroups are those under these roots");
     // Before anything is attached or bound: a second agent changes nothing.
     loader::prepare_pin_dir(pins)?;
     // This pod handed the node over, and its container was restarted.

@@ -4,10 +4,7 @@
 
 use std::{
     path::Path,
-    sync::{
-        atomic::{AtomicUsize, Ordering},
-        Arc,
-    },
+    sync::{atomic::AtomicUsize, Arc},
     time::Duration,
 };
 
@@ -21,16 +18,18 @@ use crate::{
         self,
         node::Node,
         routes::{Api, Scope},
+        server::{Budget, ProbeBudget},
     },
     bpf::{maps, paths::PinDir, pinned::Pinned, retire::StatePrograms, Kernel},
     cgroupfs::Hierarchy,
     drain::{
         drainer::Drainer,
+        hook::{record, Hooks},
         pod_api::PodApi,
         terminations::{Outcome, TerminationReport, Terminations},
     },
     gate::{listener::Socket, server},
-    handover::{self, held::Registry, retire, take::Inherited},
+    handover::{self, held::Registry, retire, take::Inherited, wire::Record},
     httpgate::{gates::Gates, server::Ctx},
     metrics::Recorder,
     node_addrs::NodeAddrs,
@@ -158,6 +157,7 @@ pub async fn serve(
     // What a handover carries, registered as the servers go (and kept by
     // the keeper, if there is one).
     let registry = Registry::kept_by(keeper.map(|k| k as Arc<dyn handover::held::Mirror>));
+    let hooks = Hooks::new(drainer.clone(), shares.clone(), registry.clone());
     let mut inherited = inherited;
     let mut gate = None;
     if let Some(dir) = &settings.gate_dir {
@@ -177,16 +177,7 @@ pub async fn serve(
         );
         let socket = Arc::new(Socket::new(dir.join(gate_dir::SOCKET)));
         gate = Some(socket.clone());
-        tasks.spawn(
-            "gate",
-            server::serve(
-                listener,
-                socket,
-                drainer.clone(),
-                shares.clone(),
-                registry.clone(),
-            ),
-        );
+        tasks.spawn("gate", server::serve(listener, socket, hooks.clone()));
     }
     let http_gate = kube.as_ref().and_then(|k| {
         start_http_gate(
@@ -195,9 +186,7 @@ pub async fn serve(
             node_addrs.clone()?,
             &watcher,
             &hier,
-            &drainer,
-            &shares,
-            &registry,
+            &hooks,
             inherited
                 .as_mut()
                 .map(|i| std::mem::take(&mut i.pod_gates))
@@ -205,7 +194,7 @@ pub async fn serve(
         )
     });
     if let Some(i) = inherited {
-        resume(i, &drainer, &registry, http_gate.as_ref());
+        resume(i, &hooks, http_gate.is_some());
     }
     // Everything taken is registered again by now (listeners above, hooks
     // in `resume`): the keeper lets go of the rest.
@@ -226,12 +215,16 @@ pub async fn serve(
         http_gates,
     });
     let api = Arc::new(Api {
-        registry: recorder.registry(Arc::<Node>::downgrade(&node)),
+        registry: recorder.registry(Arc::<Node>::downgrade(&node), true),
+        public_registry: recorder.registry(Arc::<Node>::downgrade(&node), settings.metrics_pods),
         node,
         resolver: watcher.resolver().clone(),
     });
-    let api_shares = Shares::new(Limits::api_for_nofile(nofile));
-    start_api(&mut tasks, &settings, api_socket, api, api_shares).await?;
+    let budgets = ApiBudgets {
+        local: Budget::One(Shares::new(Limits::api_for_nofile(nofile))),
+        metrics: metrics_budget(node_addrs.clone(), &watcher, nofile),
+    };
+    start_api(&mut tasks, &settings, api_socket, api, budgets).await?;
     info!("ready");
     if let Some(dir) = settings.gate_dir.as_ref().filter(|_| settings.handover) {
         let plan = retire::Plan {
@@ -285,9 +278,7 @@ pub async fn serve(
         }
     }
     retire::STOPPING.store(true, std::sync::atomic::Ordering::Release);
-    if let Some(g) = &http_gate {
-        hold_http_drains(&g.ctx, settings.stop_hold, &mut term, &mut int).await;
-    }
+    hold_http_drains(&hooks, settings.stop_hold, &mut term, &mut int).await;
     // The Events of the drains released last (a stopping agent's last
     // act for their pods).
     if let Some(events) = &events {
@@ -309,11 +300,9 @@ pub async fn serve(
     Ok(())
 }
 
-/// The httpGet gate once started: its open listeners' count, and what its
-/// drains share.
+/// The httpGet gate once started: its open listeners' count.
 struct HttpGate {
     listening: Arc<AtomicUsize>,
-    ctx: Arc<Ctx>,
 }
 
 /// Starts the httpGet gate's listeners (pods opt in through the API's
@@ -328,18 +317,13 @@ fn start_http_gate(
     node: Arc<NodeAddrs>,
     watcher: &Watcher,
     hier: &Hierarchy,
-    drainer: &Arc<Drainer>,
-    shares: &Arc<Shares>,
-    registry: &Arc<Registry>,
+    hooks: &Arc<Hooks>,
     inherited: Vec<handover::take::PodListener>,
 ) -> Option<HttpGate> {
     info!(node_addresses = ?node.current(), "pods' own gates on: pods opt in with graceful.dev/gate: http (httpGet) or socket");
     let ctx = Arc::new(Ctx {
-        drainer: drainer.clone(),
-        shares: shares.clone(),
+        hooks: hooks.clone(),
         node,
-        in_flight: AtomicUsize::new(0),
-        registry: registry.clone(),
         pods: kube.store.clone(),
         events: kube.events.clone(),
     });
@@ -356,11 +340,11 @@ fn start_http_gate(
         "http gate",
         gates.run(kube.store.subscribe(), watcher.resolver().subscribe()),
     );
-    Some(HttpGate { listening, ctx })
+    Some(HttpGate { listening })
 }
 
 /// Serves every hook the previous agent held, each from its own start.
-fn resume(inherited: Inherited, drainer: &Arc<Drainer>, registry: &Arc<Registry>, http: Option<&HttpGate>) {
+fn resume(inherited: Inherited, hooks: &Arc<Hooks>, http_gate: bool) {
     let paused_ms = (graceful_common::clock::monotonic_ns().saturating_sub(inherited.paused_ns)) as f64 / 1e6;
     info!(
         exec_hooks = inherited.exec_hooks.len(),
@@ -370,20 +354,57 @@ fn resume(inherited: Inherited, drainer: &Arc<Drainer>, registry: &Arc<Registry>
     );
     // Each registered before this returns (a keeper keeps it from then
     // on), served by a task of its own.
-    for (hook, fd) in inherited.exec_hooks {
-        if let Some(h) = crate::gate::resume::Resumed::hold(registry, hook, fd) {
-            tokio::spawn(crate::gate::resume::exec(drainer.clone(), registry.clone(), h));
+    for u in inherited.unreadable {
+        answer_unreadable(hooks, u);
+    }
+    let read = |r: Record| record::hook_of(r).expect("a held hook's record");
+    for (h, fd) in inherited.exec_hooks {
+        let pod = h.pod.clone();
+        if let Some(h) = crate::gate::resume::Resumed::hold(hooks, &pod, read(Record::ExecHook(h)), fd) {
+            tokio::spawn(crate::gate::resume::exec(h));
         }
     }
-    for (hook, fd) in inherited.http_hooks {
-        let Some(HttpGate { ctx, .. }) = http else {
-            warn!(pod = %hook.pod, "handover: an httpGet hook came, and this agent has no httpGet gate (no Kubernetes API): it fails open");
+    for (h, fd) in inherited.http_hooks {
+        if !http_gate {
+            warn!(pod = %h.pod, "handover: an httpGet hook came, and this agent has no httpGet gate (no Kubernetes API): it fails open");
             continue;
-        };
-        if let Some(h) = crate::httpgate::resume::Resumed::hold(&ctx.registry, hook, fd) {
-            tokio::spawn(crate::httpgate::resume::http(ctx.clone(), h));
+        }
+        let pod = h.pod.clone();
+        if let Some(h) = crate::httpgate::resume::Resumed::hold(hooks, &pod, read(Record::HttpHook(h)), fd) {
+            tokio::spawn(crate::httpgate::resume::http(h));
         }
     }
+}
+
+/// A held hook whose record could not be read: answered at once, so that
+/// it fails open (its SIGTERM comes now, without the rest of its drain)
+/// rather than hang or be cut; said in the log and on the pod.
+fn answer_unreadable(hooks: &Hooks, u: handover::take::Unreadable) {
+    let why = format!(
+        "the previous agent's record of this hook cannot be read ({})",
+        u.why
+    );
+    warn!(pod = ?u.pod, "handover: {why}; answered now, so the hook fails open");
+    hooks.drainer.metrics.error("handover_unreadable");
+    if let (Some(api), Some(uid)) = (&hooks.drainer.pod_api, &u.pod) {
+        if let Some(p) = api.store.get(uid) {
+            api.events.post_later(
+                p.pod_ref(),
+                "HandoverUnreadable",
+                format!("{why}: its preStop hook was answered at once"),
+                true,
+            );
+        }
+    }
+    let exec =
+        rustix::net::sockopt::socket_domain(&u.conn).is_ok_and(|d| d == rustix::net::AddressFamily::UNIX);
+    tokio::spawn(async move {
+        if exec {
+            crate::gate::resume::fail_open(u.conn, &why).await
+        } else {
+            crate::httpgate::resume::fail_open(u.conn, &why).await
+        }
+    });
 }
 
 /// A stopping agent serves on (every task still runs) while httpGet
@@ -391,12 +412,12 @@ fn resume(inherited: Inherited, drainer: &Arc<Drainer>, registry: &Arc<Registry>
 /// would be cut, and the kubelet does not retry a hook. A second signal
 /// stops it at once.
 async fn hold_http_drains(
-    ctx: &Ctx,
+    hooks: &Hooks,
     limit: Duration,
     term: &mut tokio::signal::unix::Signal,
     int: &mut tokio::signal::unix::Signal,
 ) {
-    let running = || ctx.in_flight.load(Ordering::Acquire);
+    let running = || hooks.held_for_good();
     if running() == 0 || limit.is_zero() {
         return;
     }
@@ -440,6 +461,32 @@ fn keep_pinned(pinned: &Pinned, claim: &mut Claim, pins: &PinDir, recorder: &Rec
     }
 }
 
+/// Where the API's listeners count their connections.
+struct ApiBudgets {
+    /// The loopback address and the unix socket.
+    local: Budget,
+    /// The metrics address.
+    metrics: Budget,
+}
+
+/// The metrics address's budget: the kubelet's probes apart, when the
+/// node's sockets can be told apart (its namespace opened); else one
+/// public table, by peer.
+fn metrics_budget(node: Option<Arc<NodeAddrs>>, watcher: &Watcher, nofile: u64) -> Budget {
+    let public = Shares::new(ProbeBudget::PUBLIC.within(Limits::api_for_nofile(nofile)));
+    let Some(node) = node else {
+        warn!("the node's sockets cannot be looked up: the probes share the metrics address's budget with every peer");
+        return Budget::One(public);
+    };
+    let index = watcher.resolver().shared();
+    Budget::Probes(Arc::new(ProbeBudget {
+        node,
+        owner: Box::new(move |id| crate::sync::read(&index).owner(id)),
+        reserved: Shares::new(ProbeBudget::RESERVED),
+        public,
+    }))
+}
+
 /// Binds the local API's listeners. An address that cannot be bound
 /// stops the start, naming it: the probes and Prometheus ask that
 /// address, and an agent that ran on without it would fail them with
@@ -452,11 +499,16 @@ async fn start_api(
     settings: &Settings,
     socket: &Path,
     api: Arc<Api>,
-    shares: Arc<Shares>,
+    budgets: ApiBudgets,
 ) -> anyhow::Result<()> {
-    for (addr, flag, scope) in [
-        (&settings.api_addr, "--api-addr", Scope::Full),
-        (&settings.metrics_addr, "--metrics-addr", Scope::Metrics),
+    for (addr, flag, scope, budget) in [
+        (&settings.api_addr, "--api-addr", Scope::Full, &budgets.local),
+        (
+            &settings.metrics_addr,
+            "--metrics-addr",
+            Scope::Metrics,
+            &budgets.metrics,
+        ),
     ] {
         if addr == "off" {
             continue;
@@ -471,7 +523,7 @@ async fn start_api(
         }
         tasks.spawn(
             "api tcp",
-            api::server::serve(listener, api.clone(), scope, shares.clone()),
+            api::server::serve(listener, api.clone(), scope, budget.clone()),
         );
     }
     match api::server::bind_unix(socket) {
@@ -479,7 +531,7 @@ async fn start_api(
             info!(socket = %socket.display(), "local API listening");
             tasks.spawn(
                 "api socket",
-                api::server::serve(listener, api, Scope::Full, shares),
+                api::server::serve(listener, api, Scope::Full, budgets.local),
             );
         }
         Err(e) => error!("{e:#}; going on without the API socket (the CLI reads the pins instead)"),

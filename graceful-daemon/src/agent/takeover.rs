@@ -17,6 +17,11 @@ use crate::{
 
 /// How long the retiring agent may take to let its locks go.
 const RELEASE_LIMIT: Duration = Duration::from_secs(10);
+/// After a handover failed, how often this agent asks again, and for how
+/// long in all before it gives up and exits (the running agent serves on;
+/// the kubelet starts this one again, and it asks again then).
+const RETRY_EVERY: Duration = Duration::from_secs(5);
+const RETRY_FOR: Duration = Duration::from_secs(60);
 
 /// What the node's claim brought.
 pub struct Taken<A> {
@@ -65,43 +70,58 @@ pub fn claim_or_take<A>(
     } else {
         None
     };
-    let holder = claim::pins_held(pins).ok().flatten();
-    match take::take(&socket, pins, holder) {
-        Ok(inherited) => {
-            info!(
-                giver = inherited.giver,
-                listeners = inherited.listeners(),
-                hooks = inherited.hooks(),
-                "handover: took the node's listeners and held hooks; waiting for the old agent to let its locks go"
+    let deadline = std::time::Instant::now() + RETRY_FOR;
+    let mut failed: Option<String> = None;
+    loop {
+        let holder = claim::pins_held(pins).ok().flatten();
+        let e = match take::take(&socket, pins, holder) {
+            Ok(inherited) => {
+                info!(
+                    giver = inherited.giver,
+                    listeners = inherited.listeners(),
+                    hooks = inherited.hooks(),
+                    "handover: took the node's listeners and held hooks; waiting for the old agent to let its locks go"
+                );
+                // The gate's listener is ours now: no need to ask who answers.
+                let gate = if inherited.gate.is_some() {
+                    None
+                } else {
+                    gate_socket
+                };
+                let claim = wait_for_claim(pins, api_socket, gate, RELEASE_LIMIT)?;
+                return Ok(Taken {
+                    claim,
+                    inherited: Some(inherited),
+                    prepared,
+                    failed,
+                });
+            }
+            Err(e) if e.no_giver() && failed.is_none() => return Err(held.into()),
+            Err(e) => e,
+        };
+        // The running agent thawed and serves on: nothing is cut while
+        // this one asks again, within a bound.
+        let why = format!("handover failed: {e}");
+        if std::time::Instant::now() >= deadline {
+            anyhow::bail!(
+                "{why}; asked again for {} s: the running agent serves on, and this agent exits (the kubelet starts it again)",
+                RETRY_FOR.as_secs()
             );
-            // The gate's listener is ours now: no need to ask who answers.
-            let gate = if inherited.gate.is_some() {
-                None
-            } else {
-                gate_socket
-            };
-            let claim = wait_for_claim(pins, api_socket, gate, RELEASE_LIMIT)?;
-            Ok(Taken {
-                claim,
-                inherited: Some(inherited),
-                prepared,
-                failed: None,
-            })
         }
-        Err(e) if e.no_giver() => Err(held.into()),
-        Err(e) => {
-            // One line, then today's way: the old agent holds its httpGet
-            // hooks for --stop-hold when it stops, and the node is ours.
-            let why =
-                format!("handover failed: {e}; waiting for the running agent to stop, as without a handover");
-            error!("{why}");
-            let claim = wait_for_claim(pins, api_socket, gate_socket, Duration::MAX)?;
-            Ok(Taken {
+        error!(
+            "{why}; the running agent serves on; asking again in {} s",
+            RETRY_EVERY.as_secs()
+        );
+        failed = Some(why);
+        std::thread::sleep(RETRY_EVERY);
+        // The old agent may have stopped meanwhile: the node is ours.
+        if let Ok(claim) = claim::take(pins, api_socket, gate_socket) {
+            return Ok(Taken {
                 claim,
                 inherited: None,
                 prepared,
-                failed: Some(why),
-            })
+                failed,
+            });
         }
     }
 }

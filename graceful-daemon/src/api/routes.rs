@@ -17,7 +17,11 @@ use crate::{
 /// What every connection's handler shares.
 pub struct Api {
     pub node: Arc<Node>,
+    /// Every metric, per-pod series included: the loopback address's and
+    /// the unix socket's `/metrics`.
     pub registry: Registry,
+    /// The metrics address's: per-pod series only with `--metrics-pods on`.
+    pub public_registry: Registry,
     /// The resolver, whose changes wake the event stream.
     pub resolver: Resolver,
 }
@@ -33,7 +37,8 @@ pub enum Scope {
     Full,
     /// `/metrics`, `/healthz` and `/readyz` only: `--metrics-addr`, the
     /// pod's own address in the DaemonSet, which any pod of the cluster can
-    /// reach. Nothing that names a pod or a drain is read there.
+    /// reach. Nothing that names a pod or a drain is read there (the
+    /// per-pod series only with `--metrics-pods on`).
     Metrics,
 }
 
@@ -127,7 +132,11 @@ pub async fn handle<B>(api: Arc<Api>, scope: Scope, req: Request<B>) -> http::Re
                 .headers()
                 .get(http::header::ACCEPT)
                 .and_then(|v| v.to_str().ok());
-            metrics(&api, text::wants_openmetrics(accept))
+            let registry = match scope {
+                Scope::Full => &api.registry,
+                Scope::Metrics => &api.public_registry,
+            };
+            metrics(&api, registry, text::wants_openmetrics(accept))
         }
         Route::Pods => json(StatusCode::OK, &api.node.pods()),
         Route::Drains => json(StatusCode::OK, &api.node.drains()),
@@ -164,9 +173,9 @@ async fn blocking<T: serde::Serialize + Send + 'static>(
 
 /// `/metrics`: OpenMetrics when the scraper asks for it, else the
 /// Prometheus text format.
-fn metrics(api: &Api, openmetrics: bool) -> http::Response<Body> {
+fn metrics(api: &Api, registry: &Registry, openmetrics: bool) -> http::Response<Body> {
     let mut om = String::with_capacity(16 * 1024);
-    match prometheus_client::encoding::text::encode(&mut om, &api.registry) {
+    match prometheus_client::encoding::text::encode(&mut om, registry) {
         Ok(()) if openmetrics => bytes(StatusCode::OK, OPENMETRICS, om),
         Ok(()) => bytes(StatusCode::OK, text::CONTENT_TYPE, text::from_openmetrics(&om)),
         Err(_) => {

@@ -82,6 +82,13 @@ pub struct Args {
     /// readable from the pod network. `off` (the default) serves none.
     #[arg(long, env = "GRACEFUL_METRICS_ADDR", default_value = "off", value_parser = api_addr)]
     pub metrics_addr: String,
+    /// `on`: the metrics address's /metrics has the per-pod series
+    /// (`graceful_pod_inbound_connections`, `..._outbound_...`), which name
+    /// every pod of the node with its connections to whoever can reach the
+    /// address (on the pod network: any pod). `off`: they are left out
+    /// there; the loopback API's /metrics always has them.
+    #[arg(long, env = "GRACEFUL_METRICS_PODS", value_enum, default_value_t = Switch::Off)]
+    pub metrics_pods: Switch,
     /// Pods with their own series in the per-pod metrics; the rest are
     /// summed into one `pod="_other"` series, so a node's cardinality stays bounded.
     #[arg(long, default_value_t = 256)]
@@ -106,6 +113,7 @@ impl From<Args> for agent::Settings {
             wait_bin: a.wait_bin,
             api_addr: a.api_addr,
             metrics_addr: a.metrics_addr,
+            metrics_pods: a.metrics_pods == Switch::On,
             metrics_max_pods: a.metrics_max_pods,
             kube: a.kube,
         }

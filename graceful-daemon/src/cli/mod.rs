@@ -28,6 +28,17 @@ pub struct Cli {
     /// which `pods`, `pod` and `drains` ask.
     #[arg(long, global = true, env = "GRACEFUL_API_SOCKET", default_value = crate::api::DEFAULT_SOCKET)]
     pub api_socket: PathBuf,
+    /// Where the kubelet makes pods' cgroups (paths from the top of the
+    /// cgroup2 hierarchy; `*` stands for any one name): a cgroup is a pod's
+    /// only if its pod component sits under one, or under its QoS level.
+    /// Elsewhere a pod-shaped name is no pod (a host user's delegated
+    /// subtree could be named like any pod). The defaults are the
+    /// kubelet's, with either cgroup driver and kind's --cgroup-root;
+    /// rootless k3s, say, names its own
+    /// (`/user.slice/user-1001.slice/user@1001.service/k3s-rootless.service/kubepods`).
+    #[arg(long = "pod-cgroup-root", global = true, env = "GRACEFUL_POD_CGROUP_ROOT", value_delimiter = ',',
+          default_values_t = crate::resolver::roots::DEFAULT.map(String::from))]
+    pub pod_cgroup_roots: Vec<String>,
     /// Log format (logs go to stderr; RUST_LOG filters them).
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -86,6 +97,8 @@ pub fn require_root(what: &str) -> anyhow::Result<()> {
 /// Runs the parsed command; the exit code is the process's.
 pub fn run(cli: Cli) -> anyhow::Result<i32> {
     crate::logging::init(cli.log_format);
+    let roots = crate::resolver::roots::PodRoots::parse(&cli.pod_cgroup_roots).map_err(anyhow::Error::msg)?;
+    crate::resolver::roots::configure(roots);
     let pins = cli.pins();
     match cli.command {
         Command::Daemon(args) => daemon::run(&pins, &cli.api_socket, *args),

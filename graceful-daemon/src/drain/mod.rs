@@ -6,6 +6,8 @@
 //!   grace period;
 //! - [`scope`]: the cgroups a drain counts, and who it is for;
 //! - [`drainer`]: one drain from request to report;
+//! - [`hook`]: one held hook's life, for every transport: admitted, held,
+//!   run, released, published, and resumed after a handover or a crash;
 //! - [`engine`]: one drain's wait, event-driven from start to release;
 //! - [`policy`]: when a drain is done (pure, testable without a kernel);
 //! - [`exclusions`]: connections a drain leaves out, as the programs match them;
@@ -22,6 +24,7 @@ pub mod drainer;
 pub mod engine;
 pub mod exclusions;
 pub mod exits;
+pub mod hook;
 pub mod pod_api;
 pub mod policy;
 pub mod publish;

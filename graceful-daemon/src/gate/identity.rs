@@ -1,7 +1,10 @@
 //! Who is calling: SO_PEERCRED gives the pid, /proc/<pid>/cgroup the pod
 //! and container. Nothing the caller says about itself is believed.
 
-use crate::resolver::index::{for_pid, Owner};
+use crate::resolver::{
+    index::{for_pid, Owner},
+    roots::PodRoots,
+};
 
 /// The calling pod and container.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -43,10 +46,11 @@ impl IdentityError {
     }
 }
 
-/// Identifies the process at the other end of a gate connection.
-pub fn identify(pid: Option<i32>) -> Result<Caller, IdentityError> {
+/// Identifies the process at the other end of a gate connection: a pod's
+/// only if its cgroup is under one of `roots`.
+pub fn identify(pid: Option<i32>, roots: &PodRoots) -> Result<Caller, IdentityError> {
     let pid = pid.ok_or(IdentityError::NoPid)?;
-    let owner = for_pid(pid as u32).map_err(|e| match e.raw_os_error() {
+    let owner = for_pid(pid as u32, roots).map_err(|e| match e.raw_os_error() {
         Some(libc::ENOENT | libc::ESRCH) => IdentityError::Gone(pid),
         _ if e.kind() == std::io::ErrorKind::NotFound => IdentityError::Gone(pid),
         _ => IdentityError::Internal {

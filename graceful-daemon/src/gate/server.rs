@@ -13,7 +13,7 @@ use graceful_api::{clip, MAX_ECHO};
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use tokio::net::{UnixListener, UnixStream};
-use tracing::{debug, error, info, warn};
+use tracing::{debug, error, warn};
 
 use super::{
     api::{DrainRequest, ErrorBody, Line, SelfView, MAX_BODY},
@@ -24,15 +24,12 @@ use crate::{
     adopt::netns::NetNs,
     drain::{
         drainer::Drainer,
-        scope::{Refusal, Subject},
+        hook::{Ending, Hook, Hooks, Refused},
+        scope::Subject,
     },
-    handover::{
-        held::{Admission, Registry},
-        wire::{ExecHook, Record},
-    },
+    handover::held::Admission,
     http_conn,
     reply::{error, json, line_bytes, ndjson, Body},
-    share::Shares,
 };
 
 /// How long a client may take to send its body (its head:
@@ -46,16 +43,10 @@ pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// connection closes, so a flood holds no descriptor for long.
 /// While a handover runs, it accepts nothing (the connections wait in the
 /// listener's queue, which the successor takes over).
-pub async fn serve(
-    mut listener: UnixListener,
-    socket: Arc<Socket>,
-    drainer: Arc<Drainer>,
-    shares: Arc<Shares>,
-    registry: Arc<Registry>,
-) {
+pub async fn serve(mut listener: UnixListener, socket: Arc<Socket>, hooks: Arc<Hooks>) {
     let mut ours = listener::inode(&socket.path);
     let mut look = tokio::time::interval(LOOK_EVERY);
-    let mut accepting = registry.accepting();
+    let mut accepting = hooks.registry.accepting();
     loop {
         let on = *accepting.borrow_and_update();
         let stream = tokio::select! {
@@ -69,13 +60,13 @@ pub async fn serve(
                 }
             },
             _ = look.tick() => {
-                if let Some(l) = keep_bound(&socket, &mut ours) {
+                if let Some(l) = keep_bound(&socket, &mut ours, &hooks.drainer.metrics) {
                     listener = l;
                 }
                 continue;
             }
         };
-        take(stream, None, &drainer, &shares, &registry);
+        take(stream, None, &hooks);
     }
 }
 
@@ -85,20 +76,14 @@ pub async fn serve(
 /// node's gate socket (SO_PEERCRED, then the pod's cgroups), and a caller
 /// that is not pod `uid`'s own process is refused; like it, it accepts
 /// nothing while a handover runs.
-pub async fn serve_pod(
-    listener: UnixListener,
-    uid: String,
-    drainer: Arc<Drainer>,
-    shares: Arc<Shares>,
-    registry: Arc<Registry>,
-) {
-    let mut accepting = registry.accepting();
+pub async fn serve_pod(listener: UnixListener, uid: String, hooks: Arc<Hooks>) {
+    let mut accepting = hooks.registry.accepting();
     loop {
         let on = *accepting.borrow_and_update();
         tokio::select! {
             _ = accepting.changed() => {}
             accepted = listener.accept(), if on => match accepted {
-                Ok((s, _)) => take(s, Some(&uid), &drainer, &shares, &registry),
+                Ok((s, _)) => take(s, Some(&uid), &hooks),
                 Err(e) => {
                     warn!(error = %e, "socket gate accept failed");
                     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -111,15 +96,10 @@ pub async fn serve_pod(
 /// One connection accepted: identified (on a pod's socket gate, as that
 /// pod's: `only`), admitted within its caller's share, and served on a
 /// task of its own.
-fn take(
-    stream: UnixStream,
-    only: Option<&str>,
-    drainer: &Arc<Drainer>,
-    shares: &Arc<Shares>,
-    registry: &Arc<Registry>,
-) {
+fn take(stream: UnixStream, only: Option<&str>, hooks: &Arc<Hooks>) {
+    let drainer = &hooks.drainer;
     let pid = stream.peer_cred().ok().and_then(|c| c.pid());
-    let who = match (identify(pid), only) {
+    let who = match (identify(pid, drainer.hier.pod_roots()), only) {
         (Ok(c), Some(uid)) if c.pod != uid => Err(IdentityError::OtherPod {
             pid: c.pid,
             pod: c.pod,
@@ -137,7 +117,7 @@ fn take(
         }
         Err(e) => e.share_key(),
     };
-    let ticket = match shares.connect(&key) {
+    let ticket = match hooks.shares.connect(&key) {
         Ok(t) => t,
         Err(busy) => {
             let status = busy.status();
@@ -153,7 +133,7 @@ fn take(
     };
     // Its place in a handover: admitted until its drain is held, and a
     // descriptor of its own to hand over while it is.
-    let admission = registry.admit();
+    let admission = hooks.registry.admit();
     let conn = match stream.as_fd().try_clone_to_owned() {
         Ok(fd) => Some(Arc::new(fd)),
         Err(e) => {
@@ -161,16 +141,15 @@ fn take(
             None
         }
     };
-    let (drainer, shares, registry) = (drainer.clone(), shares.clone(), registry.clone());
+    let hooks = hooks.clone();
     tokio::spawn(async move {
         let a = admission.clone();
         http_conn::serve(stream, "gate", move |req| {
             let conn = Conn {
                 fd: conn.clone(),
-                registry: registry.clone(),
                 admission: a.clone(),
             };
-            handle(drainer.clone(), shares.clone(), who.clone(), conn, req)
+            handle(hooks.clone(), who.clone(), conn, req)
         })
         .await;
         drop(admission);
@@ -181,26 +160,24 @@ fn take(
 /// How often the gate looks at its socket's path.
 pub const LOOK_EVERY: Duration = Duration::from_secs(2);
 
-/// Binds the gate socket again if its file was removed (or is a dead
-/// listener's), and says so; leaves another live listener be, and counts
-/// the gate as not listening while it is there.
-fn keep_bound(socket: &Socket, ours: &mut u64) -> Option<UnixListener> {
-    match socket.look(*ours) {
+/// Binds the gate socket again if its file was removed, is a dead
+/// listener's, or is another process's (this agent holds the node's pins:
+/// whatever else listens there is no agent), and says so.
+fn keep_bound(socket: &Socket, ours: &mut u64, metrics: &crate::metrics::Recorder) -> Option<UnixListener> {
+    let look = socket.look(*ours);
+    if let Look::Taken(pid) = &look {
+        metrics.error("gate_squatted");
+        error!(gate = %socket.path.display(), holder = ?pid, "another process listened on the gate socket (it holds no pins: not an agent); binding it again");
+    }
+    match look {
         Look::Ours => {
             socket.set_listening(true);
             None
         }
-        Look::Taken(pid) => {
-            if socket.listening() {
-                error!(gate = %socket.path.display(), holder = ?pid, "another process listens on the gate socket: pods' hooks reach it, not this agent");
-            }
-            socket.set_listening(false);
-            None
-        }
-        Look::Rebind => match listener::bind(&socket.path) {
+        Look::Taken(_) | Look::Rebind => match listener::bind(&socket.path) {
             Ok(l) => {
                 *ours = listener::inode(&socket.path);
-                warn!(gate = %socket.path.display(), "the gate socket was removed under the agent: bound it again");
+                warn!(gate = %socket.path.display(), "bound the gate socket again");
                 socket.set_listening(true);
                 Some(l)
             }
@@ -218,13 +195,11 @@ fn keep_bound(socket: &Socket, ours: &mut u64) -> Option<UnixListener> {
 /// A connection's place in a handover (see `handover::held`).
 struct Conn {
     fd: Option<Arc<OwnedFd>>,
-    registry: Arc<Registry>,
     admission: Arc<Admission>,
 }
 
 async fn handle(
-    drainer: Arc<Drainer>,
-    shares: Arc<Shares>,
+    hooks: Arc<Hooks>,
     who: Result<Caller, IdentityError>,
     conn: Conn,
     req: Request<hyper::body::Incoming>,
@@ -237,8 +212,8 @@ async fn handle(
         }
     };
     match (req.method(), req.uri().path()) {
-        (&Method::POST, "/v1/drain") => drain(drainer, shares, caller, conn, req).await,
-        (&Method::GET, "/v1/self") => self_view(&drainer, caller),
+        (&Method::POST, "/v1/drain") => drain(hooks, caller, conn, req).await,
+        (&Method::GET, "/v1/self") => self_view(&hooks.drainer, caller),
         (_, "/v1/drain" | "/v1/self") => error(
             StatusCode::METHOD_NOT_ALLOWED,
             "use POST /v1/drain or GET /v1/self",
@@ -253,29 +228,12 @@ async fn handle(
     }
 }
 
-/// The drain's subject: the caller's pod and container, and (for a drain)
-/// its network namespace, open now: the hook runs in the pod's, and waits
-/// for the answer.
-pub(crate) fn subject(caller: Caller, netns: bool) -> Subject {
-    Subject {
-        netns: netns
-            .then(|| NetNs::open(format!("/proc/{}/ns/net", caller.pid)).ok())
-            .flatten(),
+fn self_view(drainer: &Drainer, caller: Caller) -> Response<Body> {
+    let who = Subject {
         pod: caller.pod,
         container: caller.container,
-    }
-}
-
-pub(crate) fn refused(r: Refusal) -> Response<Body> {
-    let status = match r {
-        Refusal::NotFound(_) => StatusCode::NOT_FOUND,
-        Refusal::Invalid(_) => StatusCode::BAD_REQUEST,
+        netns: None,
     };
-    error(status, r.to_string())
-}
-
-fn self_view(drainer: &Drainer, caller: Caller) -> Response<Body> {
-    let who = subject(caller, false);
     match drainer.pod_counts(&who) {
         Ok((cgroups, sum)) => json(
             StatusCode::OK,
@@ -288,7 +246,7 @@ fn self_view(drainer: &Drainer, caller: Caller) -> Response<Body> {
                 listeners: sum.listeners,
             },
         ),
-        Err(r) => refused(r),
+        Err(r) => refused_hook(Refused::from(r)),
     }
 }
 
@@ -315,18 +273,13 @@ async fn read_body(req: Request<hyper::body::Incoming>) -> Result<Bytes, Respons
 /// while the drain runs, then its report (or its error). A client that
 /// goes away abandons its drain.
 async fn drain(
-    drainer: Arc<Drainer>,
-    shares: Arc<Shares>,
+    hooks: Arc<Hooks>,
     caller: Caller,
     conn: Conn,
     req: Request<hyper::body::Incoming>,
 ) -> Response<Body> {
     // What bounds the start the request claims (see `bounded_start`).
     let arrived_ns = graceful_common::clock::monotonic_ns();
-    let ticket = match shares.drain(&caller.pod, caller.container.as_deref()) {
-        Ok(t) => t,
-        Err(busy) => return error(StatusCode::TOO_MANY_REQUESTS, busy.to_string()),
-    };
     let body = match read_body(req).await {
         Ok(b) => b,
         Err(resp) => return resp,
@@ -335,71 +288,42 @@ async fn drain(
         Ok(r) => r,
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
-    let pod = caller.pod.clone();
-    let hook = ExecHook {
-        pod: caller.pod.clone(),
-        container: caller.container.clone(),
-        pid: caller.pid as u32,
-        request: String::from_utf8_lossy(&body).into_owned(),
-        arrived_ns,
-        // A reconnect's earlier attempts, carried on from the start.
-        progress: r.resumed.clone(),
+    let netns = NetNs::open(format!("/proc/{}/ns/net", caller.pid)).ok();
+    let hook = Hook::exec(caller.pod, caller.container, caller.pid as u32, r, arrived_ns);
+    let fd = conn.fd.as_ref().map(|f| f.as_fd());
+    let started = match hooks.start(hook, netns, fd, &conn.admission) {
+        Ok(s) => s,
+        Err(e) => return refused_hook(e),
     };
-    let prepared = match drainer.prepare(subject(caller, true), &r, arrived_ns) {
-        Ok(p) => p,
-        Err(r) => return refused(r),
-    };
-    // Held from here: a handover carries it, and only the agent that
-    // releases it answers.
-    let hold = conn.fd.as_ref().and_then(|fd| {
-        conn.registry
-            .hold(Record::ExecHook(hook), fd.as_fd(), &conn.admission)
-            .map_err(|e| warn!(pod = %pod, error = %e, "gate: cannot register a held hook; a handover would not carry it"))
-            .ok()
-    });
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(64);
-    let _ = tx.try_send(line_bytes(&Line::Accepted(Box::new(prepared.accepted.clone()))));
+    let _ = tx.try_send(line_bytes(&Line::Accepted(Box::new(started.accepted().clone()))));
     tokio::spawn(async move {
-        let _ticket = ticket;
         let progress_tx = tx.clone();
-        let open = conn.registry.clone();
-        let so_far = hold.as_ref().map(|h| h.progress());
-        let run = drainer.run(prepared, move |p| {
-            // Frozen for a handover: the successor writes from here.
-            if !open.answering() {
-                return;
-            }
-            if let Some(s) = &so_far {
-                s.point(p);
-            }
+        let progress = move |p: &graceful_api::Point| {
             let line = Line::Progress {
                 ms: p.ms,
                 inbound: p.inbound,
             };
             let _ = progress_tx.try_send(line_bytes(&line));
-        });
-        let result = tokio::select! {
-            r = run => r,
-            _ = tx.closed() => {
-                info!(pod = %pod, "drain abandoned: the client went away");
-                return;
-            }
         };
-        if let Some(h) = hold {
-            h.release().await;
-        }
-        match result {
+        match started.run(progress, tx.closed()).await {
             // The hook first: its release is what the pod waits for.
-            Ok(released) => {
+            Ending::Released(released) => {
                 let _ = tx
                     .send(line_bytes(&Line::Report(Box::new(released.report.clone()))))
                     .await;
                 released.publish();
             }
-            Err(e) => {
-                let _ = tx.send(line_bytes(&ErrorBody { error: e.to_string() })).await;
+            Ending::Failed(e) => {
+                let _ = tx.send(line_bytes(&ErrorBody { error: e })).await;
             }
+            Ending::Abandoned => {}
         }
     });
     ndjson(rx)
+}
+
+/// A hook the lifecycle would not hold, answered.
+pub(crate) fn refused_hook(e: Refused) -> Response<Body> {
+    error(e.status(), e.to_string())
 }

@@ -20,7 +20,7 @@ use rustix::net::{
     SendAncillaryMessage, SendFlags, SocketAddrUnix, SocketFlags, SocketType,
 };
 
-use super::wire::{MAX_FDS, MAX_FRAME};
+use super::wire::{MAX_FDS, MAX_READ_FRAME};
 
 /// A connected handover socket.
 pub struct Channel {
@@ -31,6 +31,9 @@ pub struct Channel {
 pub struct Received {
     pub bytes: Vec<u8>,
     pub fds: Vec<OwnedFd>,
+    /// The frame was over [`MAX_READ_FRAME`]: `bytes` is its start, which
+    /// no decoder takes; its descriptors came whole.
+    pub truncated: bool,
 }
 
 fn seqpacket() -> std::io::Result<OwnedFd> {
@@ -117,9 +120,10 @@ impl Channel {
         Ok(())
     }
 
-    /// Receives one frame: `None` once the peer has closed. A frame over
-    /// [`MAX_FRAME`] (with its length) or with more descriptors than
-    /// [`MAX_FDS`] is an error, its descriptors closed.
+    /// Receives one frame: `None` once the peer has closed. A frame with
+    /// more descriptors than [`MAX_FDS`] is an error, its descriptors
+    /// closed; one over [`MAX_READ_FRAME`] (with its length) comes marked
+    /// [`Received::truncated`].
     pub fn recv(&self) -> std::io::Result<Option<Received>> {
         self.recv_with(RecvFlags::CMSG_CLOEXEC)
     }
@@ -131,7 +135,7 @@ impl Channel {
     }
 
     fn recv_with(&self, flags: RecvFlags) -> std::io::Result<Option<Received>> {
-        let mut buf = vec![0u8; MAX_FRAME + 4 + 1];
+        let mut buf = vec![0u8; MAX_READ_FRAME + 4 + 1];
         let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
         let mut control = RecvAncillaryBuffer::new(&mut space);
         let got = net::recvmsg(&self.fd, &mut [IoSliceMut::new(&mut buf)], &mut control, flags)?;
@@ -149,11 +153,13 @@ impl Channel {
         if got.bytes == 0 && fds.is_empty() {
             return Ok(None);
         }
-        if got.bytes > MAX_FRAME + 4 || got.flags.contains(net::ReturnFlags::TRUNC) {
-            return Err(std::io::Error::other(format!("a frame over {MAX_FRAME} bytes")));
-        }
-        buf.truncate(got.bytes);
-        Ok(Some(Received { bytes: buf, fds }))
+        let truncated = got.bytes > MAX_READ_FRAME + 4 || got.flags.contains(net::ReturnFlags::TRUNC);
+        buf.truncate(got.bytes.min(buf.len()));
+        Ok(Some(Received {
+            bytes: buf,
+            fds,
+            truncated,
+        }))
     }
 
     pub fn as_fd(&self) -> BorrowedFd<'_> {

@@ -120,15 +120,24 @@ pub fn run(api_socket: &Path, probe_addr: &str, stopping: bool) -> anyhow::Resul
     Ok(0)
 }
 
+/// Connections the retired process answers at once; past them, the next
+/// waits in the listener's queue (a flood holds no more of the node).
+const RETIRED_CONNECTIONS: usize = 32;
+
 /// `/healthz` 200 and everything else 503, one request per connection.
 async fn probes(l: tokio::net::TcpListener) {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(RETIRED_CONNECTIONS));
     loop {
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return;
+        };
         let Ok((mut s, _)) = l.accept().await else {
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
         tokio::spawn(async move {
+            let _slot = slot;
             let mut buf = [0u8; 1024];
             let n = tokio::time::timeout(Duration::from_secs(2), s.read(&mut buf))
                 .await

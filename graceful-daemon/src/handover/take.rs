@@ -24,11 +24,23 @@ pub struct Inherited {
     pub pod_gates: Vec<PodListener>,
     pub exec_hooks: Vec<(ExecHook, OwnedFd)>,
     pub http_hooks: Vec<(HttpHook, OwnedFd)>,
+    /// Held hooks whose record this agent cannot read, with their
+    /// connections: answered at once, so that their hooks fail open.
+    pub unreadable: Vec<Unreadable>,
     /// When the giver stopped accepting (CLOCK_MONOTONIC ns).
     pub paused_ns: u64,
     pub giver: u32,
     /// The format the giver wrote (see [`wire`]).
     pub format: u32,
+}
+
+/// A held hook whose record this agent cannot read (a frame too large,
+/// or not a record it knows): its connection, the pod its record names
+/// if that much can be read, and why.
+pub struct Unreadable {
+    pub pod: Option<String>,
+    pub why: String,
+    pub conn: OwnedFd,
 }
 
 impl Inherited {
@@ -37,9 +49,9 @@ impl Inherited {
         self.pod_gates.len() + usize::from(self.gate.is_some())
     }
 
-    /// How many held hooks, exec and httpGet.
+    /// How many held hooks, exec and httpGet (readable or not).
     pub fn hooks(&self) -> usize {
-        self.exec_hooks.len() + self.http_hooks.len()
+        self.exec_hooks.len() + self.http_hooks.len() + self.unreadable.len()
     }
 }
 
@@ -54,6 +66,7 @@ pub fn merge(kept: Option<Inherited>, handed: Option<Inherited>) -> Option<Inher
             k.pod_gates.extend(h.pod_gates);
             k.exec_hooks.extend(h.exec_hooks);
             k.http_hooks.extend(h.http_hooks);
+            k.unreadable.extend(h.unreadable);
             k.paused_ns = k.paused_ns.min(h.paused_ns);
             k.giver = h.giver;
             Some(k)
@@ -209,7 +222,22 @@ pub fn receive(chan: &Channel) -> Result<Inherited, TakeError> {
             }
             return Ok(got);
         }
-        let record = wire::decode_record(&f.bytes, f.fds.len()).map_err(wire_err("record"))?;
+        let record = match wire::decode_record(&f.bytes, f.fds.len()) {
+            Ok(r) => r,
+            // A held hook's connection whose record cannot be read: taken,
+            // and answered, rather than the whole handover refused (the
+            // rollout would wait on it).
+            Err(e) if f.fds.len() == 1 && !listening(&f.fds[0]) => {
+                sent += 1;
+                got.unreadable.push(Unreadable {
+                    pod: pod_named(&f.bytes),
+                    why: e.to_string(),
+                    conn: f.fds.into_iter().next().expect("one descriptor"),
+                });
+                continue;
+            }
+            Err(e) => return Err(wire_err("record")(e)),
+        };
         sent += 1;
         let mut fds = f.fds.into_iter();
         let mut next = || fds.next().expect("decode_record checked the count");
@@ -229,4 +257,20 @@ pub fn receive(chan: &Channel) -> Result<Inherited, TakeError> {
             Record::HttpHook(h) => got.http_hooks.push((h, next())),
         }
     }
+}
+
+/// Whether `fd` is a listening socket (a gate's listener, which has no
+/// hook to answer).
+fn listening(fd: &OwnedFd) -> bool {
+    rustix::net::sockopt::socket_acceptconn(fd).unwrap_or(true)
+}
+
+/// The pod uid a record's frame names near its start (`"pod":"<uid>"`),
+/// when it is there whole.
+fn pod_named(bytes: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(4096)]);
+    let at = text.find("\"pod\":\"")? + 7;
+    let uid: String = text[at..].chars().take_while(|c| *c != '"').collect();
+    let ok = !uid.is_empty() && uid.len() <= 64 && uid.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+    ok.then_some(uid)
 }

@@ -17,9 +17,13 @@
 //! side may be the older release. A side that reads no format of the
 //! other's says so in one line, and the giver keeps serving.
 //!
-//! Decoding is bounded: a frame over [`MAX_FRAME`] bytes, a truncated one,
-//! bad JSON, an unknown kind or a record whose descriptors do not match
-//! what it names is an error that says which, never a panic.
+//! Frames are bounded: this agent writes none over [`MAX_FRAME`] (a held
+//! hook's record is built to fit: `crate::drain::hook::record`), and reads
+//! none over [`MAX_READ_FRAME`] (an agent of 0.1.0 wrote a hook's request
+//! as the pod sent it, which could take more). A frame over it, a
+//! truncated one, bad JSON, an unknown kind or a record whose descriptors
+//! do not match what it names is an error that says which, never a panic;
+//! a taker serves on past a record it cannot read ([`super::take`]).
 
 use graceful_api::{Point, Resumed};
 use serde::{Deserialize, Serialize};
@@ -29,8 +33,11 @@ pub const VERSION: u32 = 3;
 /// The oldest format it still reads (and writes, to a taker that reads
 /// no newer).
 pub const OLDEST: u32 = 1;
-/// The largest frame either side accepts.
+/// The largest frame this agent writes.
 pub const MAX_FRAME: usize = 64 * 1024;
+/// The largest frame it reads: an agent of 0.1.0 carried a hook's request
+/// body as sent (up to 64 KiB, escaped in JSON).
+pub const MAX_READ_FRAME: usize = 512 * 1024;
 /// The most descriptors one frame carries (the kernel's SCM_MAX_FD is 253).
 pub const MAX_FDS: usize = 4;
 
@@ -259,7 +266,7 @@ pub struct Verdict {
 pub enum WireError {
     #[error("the frame ends before its {0}")]
     Truncated(&'static str),
-    #[error("a frame of {0} bytes (at most {MAX_FRAME})")]
+    #[error("a frame of {0} bytes (at most {MAX_READ_FRAME})")]
     TooLarge(usize),
     #[error("{0} bytes after the frame")]
     Trailing(usize),
@@ -285,14 +292,14 @@ pub fn encode<T: Serialize>(v: &T) -> Vec<u8> {
 }
 
 /// The length a frame's first 4 bytes announce, checked against
-/// [`MAX_FRAME`].
+/// [`MAX_READ_FRAME`].
 pub fn frame_len(head: &[u8]) -> Result<usize, WireError> {
     let b: [u8; 4] = head
         .get(..4)
         .and_then(|h| h.try_into().ok())
         .ok_or(WireError::Truncated("length"))?;
     let n = u32::from_be_bytes(b) as usize;
-    if n > MAX_FRAME {
+    if n > MAX_READ_FRAME {
         return Err(WireError::TooLarge(n));
     }
     Ok(n)

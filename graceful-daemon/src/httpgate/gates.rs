@@ -112,11 +112,13 @@ impl Gates {
     pub fn inherit(&self, listeners: Vec<PodListener>) {
         let mut inh = sync::lock(&self.inherited);
         for l in listeners {
-            if let Err(e) =
-                self.ctx
-                    .registry
-                    .pod_listener(&l.uid, &l.pod, l.at, l.listener.as_fd(), l.netns.fd.as_fd())
-            {
+            if let Err(e) = self.ctx.hooks.registry.pod_listener(
+                &l.uid,
+                &l.pod,
+                l.at,
+                l.listener.as_fd(),
+                l.netns.fd.as_fd(),
+            ) {
                 warn!(pod = %l.pod, error = %e, "{}: a handover would not carry this listener", gate_name(l.at));
             }
             inh.insert(l.uid.clone(), l);
@@ -126,7 +128,7 @@ impl Gates {
     /// Drops pod `uid`'s handed-over listener, if it waits unserved.
     fn drop_inherited(&self, uid: &str) {
         if sync::lock(&self.inherited).remove(uid).is_some() {
-            self.ctx.registry.pod_listener_closed(uid);
+            self.ctx.hooks.registry.pod_listener_closed(uid);
         }
     }
 
@@ -244,7 +246,7 @@ impl Gates {
             Some(h) if h.at == at && (h.netns.dev, h.netns.inode) == (ns.dev, ns.inode) => Some(h),
             Some(_) => {
                 // Bound anew below, and registered again then.
-                self.ctx.registry.pod_listener_closed(uid);
+                self.ctx.hooks.registry.pod_listener_closed(uid);
                 None
             }
             None => None,
@@ -268,16 +270,17 @@ impl Gates {
                 let mut st = sync::lock(&self.state);
                 if st.failing.get(uid) != Some(&msg) {
                     warn!(pod = %pod.key(), "{}: {msg}; trying again every {}s", gate_name(at), SWEEP_EVERY.as_secs());
-                    self.ctx.drainer.metrics.error("http_gate_bind");
+                    self.ctx.hooks.drainer.metrics.error("http_gate_bind");
                     st.failing.insert(uid.to_string(), msg);
                 }
                 return;
             }
         };
-        if let Err(e) = self
-            .ctx
-            .registry
-            .pod_listener(uid, &pod.key(), at, listener.as_fd(), ns.fd.as_fd())
+        if let Err(e) =
+            self.ctx
+                .hooks
+                .registry
+                .pod_listener(uid, &pod.key(), at, listener.as_fd(), ns.fd.as_fd())
         {
             warn!(pod = %pod.key(), error = %e, "{}: a handover would not carry this listener", gate_name(at));
         }
@@ -286,7 +289,7 @@ impl Gates {
         let task = match listener.serve(uid, &pod.key(), ns, &self.ctx) {
             Ok(t) => t,
             Err(e) => {
-                self.ctx.registry.pod_listener_closed(uid);
+                self.ctx.hooks.registry.pod_listener_closed(uid);
                 warn!(pod = %pod.key(), error = %e, "{}: cannot register its listener", gate_name(at));
                 return;
             }
@@ -301,7 +304,7 @@ impl Gates {
     fn close(&self, uid: &str, why: &str) {
         let mut st = sync::lock(&self.state);
         if let Some(o) = st.open.remove(uid) {
-            self.ctx.registry.pod_listener_closed(uid);
+            self.ctx.hooks.registry.pod_listener_closed(uid);
             info!(uid, at = %o.at, "{} closed: {why}", gate_name(o.at));
         }
         self.listening.store(st.open.len(), Ordering::Relaxed);
@@ -339,7 +342,7 @@ impl Gates {
             return;
         }
         warn!(pod = %pod.key(), "pod gate refused: {why}");
-        self.ctx.drainer.metrics.error("http_gate_refused");
+        self.ctx.hooks.drainer.metrics.error("http_gate_refused");
         st.refused.insert(pod.uid.clone(), why.clone());
         self.post(pod, REFUSED_REASON, why);
     }
@@ -406,9 +409,7 @@ impl Listener {
                 tokio::spawn(crate::gate::server::serve_pod(
                     l,
                     uid.to_string(),
-                    ctx.drainer.clone(),
-                    ctx.shares.clone(),
-                    ctx.registry.clone(),
+                    ctx.hooks.clone(),
                 ))
             }
         })

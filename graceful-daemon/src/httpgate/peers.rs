@@ -1,87 +1,139 @@
 //! Whom a pod's httpGet gate answers. The listener is the pod's own, so a
 //! request to it can only ever drain that pod; what the gate must tell is
-//! whether it is the kubelet's hook, which no other caller may stand in
-//! for. The rules:
+//! whether it is the kubelet running the pod's own hook, which no other
+//! caller may stand in for. Two checks:
 //!
-//! 1. **One of the node's own addresses**: the kubelet, which calls the
-//!    pod's IP from the node's network namespace. Any time.
-//! 2. **Istio ambient's SNAT address** (169.254.7.127), for a pod that
-//!    istio-cni enrolled (`ambient.istio.io/redirection: enabled`): the
-//!    node's rule rewrites the kubelet's source to it. Another pod cannot
-//!    send from it: a reply to that address is routed to the node, where no
-//!    interface has it, so no handshake completes for a forger. Any time.
-//! 3. **From inside the pod** (loopback, Istio's 127.0.0.6 or `::6`, the
-//!    pod's own address), for a pod whose mesh proxy relays the hook (Istio
-//!    sidecar, Linkerd): only once the pod is terminating (the API shows
-//!    its deletion; the gate waits up to [`TERMINATING_WAIT`] for the watch
-//!    to say so). Before that no preStop hook can run, so such a request is
-//!    not the kubelet's. During it, the proxy relays any caller as itself:
-//!    what a caller other than the kubelet gets is a drain of its own,
-//!    which neither holds nor releases the kubelet's hook (each request is
-//!    its own drain), and which ends at the pod's deadline at the latest.
-//! 4. Anyone else: `403`, with what to change when a mesh is in the way.
+//! **Per connection, by where it comes from** ([`judge`]):
+//! 1. **One of the node's own addresses**, from a process outside every
+//!    pod as the node's kernel tells its socket: the kubelet (or root on
+//!    the node). Any time. A hostNetwork pod shares the node's addresses,
+//!    not its cgroups: refused.
+//! 2. **Relayed**: Istio ambient's SNAT address (169.254.7.127, which a
+//!    forger cannot complete a handshake from), a connection from inside
+//!    the pod of a pod whose mesh proxy relays the hook (loopback, Istio's
+//!    127.0.0.6 or `::6`, the pod's own address), or a node address whose
+//!    socket the node's kernel does not show (a NAT on the way). The relay
+//!    carries anyone's request as its own; what it carries is judged per
+//!    request.
+//! 3. Anyone else: `403`, with what to change when a mesh is in the way.
+//!
+//! **Per request** ([`spec_hook`], and the pod's termination): a request
+//! is a drain only if it is one of the `preStop: httpGet` hooks the pod's
+//! spec declares for the gate's port, the very settings the kubelet will
+//! send; a relayed one only once the pod is terminating (the API shows its
+//! deletion; the gate waits up to [`TERMINATING_WAIT`] for the watch to
+//! say so), since no preStop hook runs before. So a mesh client, or a
+//! proxy's pooled connection opened before the deletion, can at most send
+//! the pod's own hook during its termination: it runs a drain of its own
+//! with the pod's own settings, and neither holds, shortens nor
+//! reconfigures the kubelet's.
 
 use std::{net::IpAddr, time::Duration};
 
-use crate::kube::mesh::Mesh;
-use crate::node_addrs::NodeAddrs;
+use graceful_api::hook_query::{self, HookQuery};
 
-/// How long a proxied request waits for the pod's deletion to reach the
+use crate::kube::{hooks::SpecHook, mesh::Mesh};
+use crate::node_addrs::{NodeAddrs, NodeCaller};
+
+/// How long a relayed request waits for the pod's deletion to reach the
 /// agent's watch: the kubelet learns of it from its own watch, and runs
 /// the hook at once, so the two race by the API's fan-out.
 pub const TERMINATING_WAIT: Duration = Duration::from_secs(2);
 
-/// What the gate does with a peer.
+/// Who a connection is from, as far as the gate can tell.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Verdict {
-    Admit,
-    /// A proxied request: admitted once the pod is terminating.
-    OnceTerminating,
-    /// `403`, with this line.
-    Refuse(String),
+pub enum Peer {
+    /// The kubelet (a process outside every pod, on a node address).
+    Kubelet,
+    /// A relay: its requests count only during the pod's termination.
+    Relayed,
 }
 
-/// The verdict for `peer`, met on a connection to `local` (the pod's own
-/// address, as the connection arrived) on the gate's `port`.
+/// The class of `peer`, met on a connection to `local` (the pod's own
+/// address, as the connection arrived) on the gate's `port`; `caller`
+/// asks the node's kernel whose socket a node address's is. A refusal is
+/// the `403`'s line.
 pub fn judge(
     node: &NodeAddrs,
     mesh: Option<&Mesh>,
     port: u16,
     (peer, local): (IpAddr, Option<IpAddr>),
-    terminating: bool,
-) -> Verdict {
-    if node.is_node(peer) || mesh.is_some_and(|m| m.node_alias(peer)) {
-        return Verdict::Admit;
+    caller: impl FnOnce() -> NodeCaller,
+) -> Result<Peer, String> {
+    if node.is_node(peer) {
+        return match caller() {
+            NodeCaller::Host { .. } => Ok(Peer::Kubelet),
+            NodeCaller::Unknown => Ok(Peer::Relayed),
+            NodeCaller::Pod { uid } => Err(format!(
+                "{peer} is this node's address, used by pod {} on the host network: the httpGet gate answers the kubelet's hooks only",
+                graceful_api::clip(&uid, 64)
+            )),
+        };
+    }
+    if mesh.is_some_and(|m| m.node_alias(peer)) {
+        return Ok(Peer::Relayed);
     }
     let inside = in_pod(peer, local);
     match mesh {
-        Some(m) if inside && m.proxied() => {
-            if terminating {
-                Verdict::Admit
-            } else {
-                Verdict::OnceTerminating
-            }
-        }
-        Some(m @ Mesh::IstioAmbient) => Verdict::Refuse(format!(
+        Some(m) if inside && m.proxied() => Ok(Peer::Relayed),
+        Some(m @ Mesh::IstioAmbient) => Err(format!(
             "{peer} is not this node, nor the address Istio's ambient mode gives the node's connections (if istio-cni's HOST_PROBE_SNAT_IP was changed, {})",
             m.remedy(port)
         )),
-        _ if inside => Verdict::Refuse(format!(
+        _ if inside => Err(format!(
             "{peer} is not this node but the pod itself: the httpGet gate answers the kubelet's hooks only"
         )),
-        _ => Verdict::Refuse(format!(
+        _ => Err(format!(
             "{peer} is not this node: the httpGet gate answers the kubelet's hooks only"
         )),
     }
 }
 
-/// The refusal of a proxied request whose pod is still not terminating.
-pub fn not_terminating(peer: IpAddr, mesh: &Mesh, port: u16) -> String {
-    format!(
-        "{peer} is {}'s proxy in the pod, and the pod is not terminating: the gate answers a relayed hook only during the pod's termination (to have the kubelet call the gate directly, {})",
-        mesh.name(),
-        mesh.remedy(port)
-    )
+/// The refusal of a relayed request whose pod is still not terminating.
+pub fn not_terminating(mesh: Option<&Mesh>, port: u16) -> String {
+    match mesh {
+        Some(m) => format!(
+            "a request relayed by {}'s proxy, and the pod is not terminating: the gate answers a relayed hook only during the pod's termination (to have the kubelet call the gate directly, {})",
+            m.name(),
+            m.remedy(port)
+        ),
+        None => "a request whose sender the node cannot show (a NAT on the way?), and the pod is not terminating: \
+                 such a request is answered only during the pod's termination"
+            .into(),
+    }
+}
+
+/// Whether `path` and `query` are one of `hooks` (the pod's declared
+/// `preStop: httpGet` hooks) sent to the gate's `port`: the same settings
+/// and container, however the query spells them. The refusal's line
+/// otherwise.
+pub fn spec_hook(hooks: &[SpecHook], port: u16, path: &str, query: &str) -> Result<(), String> {
+    let asked = hook_query::parse(query, 0).ok();
+    let mine: Vec<&SpecHook> = hooks.iter().filter(|h| h.port == port).collect();
+    let same = |h: &SpecHook| {
+        let t = format!("/{}", h.target.trim_start_matches('/'));
+        let (p, q) = t.split_once('?').unwrap_or((&t, ""));
+        p == path && asked.is_some() && parse(q) == asked
+    };
+    if mine.iter().any(|h| same(h)) {
+        return Ok(());
+    }
+    if mine.is_empty() {
+        return Err(format!(
+            "the pod's spec has no preStop httpGet hook on port {port}: the gate drains only for the kubelet's hook"
+        ));
+    }
+    Err(format!(
+        "not the pod's own hook: its spec sends {} to port {port}, and the gate drains only for those",
+        mine.iter()
+            .map(|h| graceful_api::clip(&h.target, 200))
+            .collect::<Vec<_>>()
+            .join(" or ")
+    ))
+}
+
+fn parse(query: &str) -> Option<HookQuery> {
+    hook_query::parse(query, 0).ok()
 }
 
 /// Whether a connection from `peer` was made inside the pod's own network

@@ -1,103 +1,84 @@
 //! A kubelet's httpGet hook that the previous agent held, handed over
 //! before any byte of its answer was written: this agent runs the drain
-//! again from the hook's original start and writes the whole answer
-//! (`connection: close`) on the same connection.
+//! again from the hook's original start ([`Hooks::resume`]) and writes the
+//! whole answer (`connection: close`) on the same connection.
 
 use std::{os::fd::OwnedFd, sync::Arc};
 
-use graceful_api::hook_query;
-use http::StatusCode;
 use http_body_util::BodyExt as _;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tracing::{info, warn};
+use tracing::warn;
 
-use super::server::{respond, Ctx, InFlight};
+use super::server::respond;
 use crate::{
-    drain::scope::Subject,
-    gate::server::refused,
-    handover::{
-        held::{Hold, Registry},
-        wire::{HttpHook, Record},
-    },
+    drain::hook::{Hook, Hooks, Started},
+    gate::server::refused_hook,
     reply::{error, Body},
 };
 
-/// A handed-over httpGet hook, registered as held.
+/// A handed-over httpGet hook, held again, or the answer it gets at once.
 pub struct Resumed {
-    hook: HttpHook,
     stream: tokio::net::TcpStream,
-    hold: Option<Hold>,
+    started: Result<Started, http::Response<Body>>,
 }
 
 impl Resumed {
     /// Registers the hook as held (at once, so that a handover or a keeper
-    /// carries it on); `None` if its connection cannot be served.
-    pub fn hold(registry: &Arc<Registry>, hook: HttpHook, fd: OwnedFd) -> Option<Resumed> {
+    /// carries it on). `hook`: pod `pod`'s, as its record reads (or why it
+    /// does not); `None` if its connection cannot be served.
+    pub fn hold(hooks: &Arc<Hooks>, pod: &str, hook: Result<Hook, String>, fd: OwnedFd) -> Option<Resumed> {
         let stream = match to_tokio(fd) {
             Ok(s) => s,
             Err(e) => {
-                warn!(pod = %hook.pod, error = %e, "handover: cannot serve a held httpGet hook");
+                warn!(pod, error = %e, "handover: cannot serve a held httpGet hook");
                 return None;
             }
         };
-        let hold = registry.resume(Record::HttpHook(hook.clone()), std::os::fd::AsFd::as_fd(&stream));
-        Some(Resumed { hook, stream, hold })
+        let started = match hook {
+            Ok(h) => hooks
+                .resume(&h, std::os::fd::AsFd::as_fd(&stream))
+                .map_err(refused_hook),
+            Err(why) => Err(error(
+                http::StatusCode::BAD_REQUEST,
+                format!("after a handover: {why}"),
+            )),
+        };
+        Some(Resumed { stream, started })
     }
 }
 
 /// Runs the handed-over hook's drain to its release and answers it.
-pub async fn http(ctx: Arc<Ctx>, resumed: Resumed) {
-    let Resumed { hook, stream, hold } = resumed;
-    let pod = hook.pod.clone();
+pub async fn http(resumed: Resumed) {
+    let Resumed { stream, started } = resumed;
     let (mut rd, mut wr) = stream.into_split();
-    let prepared = match hook_query::parse(&hook.query, hook.started_unix_ms) {
-        Err(e) => Err(error(StatusCode::BAD_REQUEST, format!("after a handover: {e}"))),
-        Ok(q) => {
-            // No namespace for the drain: the previous agent walked the
-            // pod's sockets when it began (see `gate::resume`).
-            let who = Subject {
-                pod: hook.pod.clone(),
-                container: hook.container.clone(),
-                netns: None,
-            };
-            ctx.drainer
-                .prepare(who, &q.request, hook.arrived_ns)
-                .map_err(refused)
-        }
-    };
-    let resp = match prepared {
+    let resp = match started {
         Err(resp) => resp,
-        Ok(prepared) => {
-            let counted = InFlight::new(&ctx.in_flight);
-            let so_far = hold.as_ref().map(|h| h.progress());
-            // The report carries on from what the previous agent saw.
-            let prepared = prepared.carrying_on(hook.progress.clone());
-            let run = ctx.drainer.clone().run(prepared, |p| {
-                if let Some(s) = &so_far {
-                    s.point(p);
-                }
-            });
-            tokio::pin!(run);
-            let mut probe = [0u8; 1];
-            let result = loop {
-                tokio::select! {
-                    r = &mut run => break r,
-                    n = rd.read(&mut probe) => {
-                        // The kubelet sends nothing more; a close is its
-                        // giving up (its hook's timeout).
-                        if matches!(n, Ok(0) | Err(_)) {
-                            return info!(pod = %pod, "drain abandoned: the kubelet closed the hook's connection");
-                        }
-                    }
-                }
+        Ok(started) => {
+            // The kubelet sends nothing more; a close is its giving up
+            // (its hook's timeout).
+            let gone = async {
+                let mut probe = [0u8; 1];
+                while !matches!(rd.read(&mut probe).await, Ok(0) | Err(_)) {}
             };
-            if let Some(h) = hold {
-                h.release().await;
+            match respond(started.run(|_| {}, gone).await) {
+                Some(resp) => resp,
+                None => return,
             }
-            drop(counted);
-            respond(result)
         }
     };
+    let _ = wr.write_all(&serialize(resp).await).await;
+    let _ = wr.shutdown().await;
+}
+
+/// A handed-over httpGet hook whose record could not be read: answered
+/// `500` with why (the kubelet takes any answer as the hook's end).
+pub async fn fail_open(fd: OwnedFd, why: &str) {
+    let Ok(s) = to_tokio(fd) else { return };
+    let resp = error(
+        http::StatusCode::INTERNAL_SERVER_ERROR,
+        format!("after a handover: {why}"),
+    );
+    let (_, mut wr) = s.into_split();
     let _ = wr.write_all(&serialize(resp).await).await;
     let _ = wr.shutdown().await;
 }

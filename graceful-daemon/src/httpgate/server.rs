@@ -1,9 +1,11 @@
 //! One pod's httpGet gate: its listener's connections and `GET /drain`.
-//! A peer the gate does not answer ([`super::peers`]: not the node, nor
-//! the pod's mesh relaying the kubelet's hook) is answered 403 at once and
-//! the connection closes, so strangers hold nothing; the others are admitted
-//! within the pod's share of the gate ([`crate::share`]). A drain's
-//! response is held until it releases, then is the report, as JSON.
+//! Each connection's peer is judged as it arrives ([`super::peers`]): a
+//! stranger is answered 403 at once and the connection closes, so it holds
+//! nothing; the kubelet and relays are admitted within the pod's share of
+//! the gate ([`crate::share`]). Each request is then judged on its own:
+//! it must be the pod's own declared hook, and a relayed one must come
+//! during the pod's termination. A drain's response is held until it
+//! releases, then is the report, as JSON.
 
 use std::{
     net::SocketAddr,
@@ -21,54 +23,31 @@ use tokio::{net::TcpListener, task::JoinSet};
 use tracing::{debug, warn};
 
 use super::{
-    peers::{self, Verdict},
+    peers::{self, Peer},
     MESH_REASON,
 };
 use crate::node_addrs::NodeAddrs;
 use crate::{
     adopt::netns::NetNs,
-    drain::{drainer::Drainer, scope::Subject},
-    gate::server::refused,
-    handover::{
-        held::{Admission, Registry},
-        wire::{HttpHook, Record},
-    },
+    drain::hook::{Ending, Hook, Hooks, Origin},
+    gate::server::refused_hook,
+    handover::held::Admission,
     http_conn,
     kube::{EventPoster, PodStore},
     reply::{error, json, Body},
-    share::Shares,
     sync,
 };
 
 /// What every pod's gate shares.
 pub struct Ctx {
-    pub drainer: Arc<Drainer>,
-    pub shares: Arc<Shares>,
+    /// The hooks' lifecycle (the drainer, the shares, the registry).
+    pub hooks: Arc<Hooks>,
     pub node: Arc<NodeAddrs>,
-    /// Drains whose hook waits now: a stopping agent finishes them first.
-    pub in_flight: AtomicUsize,
-    /// What a handover carries: the listeners and held hooks.
-    pub registry: Arc<Registry>,
-    /// The pods as the API shows them: their mesh, their termination.
+    /// The pods as the API shows them: their mesh, their termination,
+    /// their declared hooks.
     pub pods: Arc<PodStore>,
     /// Where a refusal that names a mesh is posted.
     pub events: EventPoster,
-}
-
-/// One drain counted in [`Ctx::in_flight`] while it runs.
-pub(super) struct InFlight<'a>(&'a AtomicUsize);
-
-impl<'a> InFlight<'a> {
-    pub(super) fn new(n: &'a AtomicUsize) -> InFlight<'a> {
-        n.fetch_add(1, Ordering::AcqRel);
-        InFlight(n)
-    }
-}
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
 }
 
 /// One pod's listener: whose it is, and the namespace it listens in.
@@ -159,7 +138,7 @@ impl Drop for Stranger {
 /// once the gate is closed.
 pub async fn serve(listener: TcpListener, gate: Arc<Gate>, ctx: Arc<Ctx>) {
     let mut conns = JoinSet::new();
-    let mut accepting = ctx.registry.accepting();
+    let mut accepting = ctx.hooks.registry.accepting();
     loop {
         let on = *accepting.borrow_and_update();
         let (stream, peer) = tokio::select! {
@@ -176,60 +155,56 @@ pub async fn serve(listener: TcpListener, gate: Arc<Gate>, ctx: Arc<Ctx>) {
         };
         let pod = ctx.pods.get(&gate.uid);
         let mesh = pod.as_deref().and_then(|p| crate::kube::mesh::of(p, gate.port));
-        let local = stream.local_addr().ok().map(|a| a.ip());
-        let terminating = pod.as_deref().is_some_and(|p| p.terminating());
-        let wait = match peers::judge(
+        let local = stream.local_addr().ok();
+        let caller = || {
+            let index = ctx.hooks.drainer.index.clone();
+            match local {
+                Some(l) => ctx.node.caller(peer, l, |id| sync::read(&index).owner(id)),
+                None => crate::node_addrs::NodeCaller::Unknown,
+            }
+        };
+        let from = match peers::judge(
             &ctx.node,
             mesh.as_ref(),
             gate.port,
-            (peer.ip(), local),
-            terminating,
+            (peer.ip(), local.map(|l| l.ip())),
+            caller,
         ) {
-            Verdict::Admit => None,
-            Verdict::OnceTerminating => mesh.clone(),
-            Verdict::Refuse(msg) => {
+            Ok(p) => p,
+            Err(msg) => {
                 gate.stranger(peer);
-                ctx.drainer.metrics.error("http_gate_peer");
-                if mesh.is_some() {
+                ctx.hooks.drainer.metrics.error("http_gate_peer");
+                if mesh.is_some() && pod.as_deref().is_some_and(|p| p.terminating()) {
                     gate.mesh_refusal(&ctx, &msg);
                 }
                 refuse(&gate, &mut conns, stream, msg);
                 continue;
             }
         };
-        let ticket = match ctx.shares.connect(&gate.uid) {
+        let ticket = match ctx.hooks.shares.connect(&gate.uid) {
             Ok(t) => t,
             Err(busy) => {
                 let status = busy.status();
                 debug!(pod = %gate.pod, error = %busy, "httpGet gate: refused a connection past its share");
-                ctx.drainer.metrics.error("http_gate_busy");
+                ctx.hooks.drainer.metrics.error("http_gate_busy");
                 http_conn::answer_now(&stream, status, &busy.to_string());
                 continue;
             }
         };
-        let admission = ctx.registry.admit();
+        let admission = ctx.hooks.registry.admit();
         let conn = stream.as_fd().try_clone_to_owned().ok().map(Arc::new);
         let (gate, ctx) = (gate.clone(), ctx.clone());
+        let from = Arc::new(from);
         conns.spawn(async move {
-            // A relayed hook, once the API shows the pod's deletion.
-            if let Some(m) = wait {
-                if !terminates(&ctx.pods, &gate.uid).await {
-                    let msg = peers::not_terminating(peer.ip(), &m, gate.port);
-                    warn!(pod = %gate.pod, peer = %peer, "httpGet gate: {msg}");
-                    ctx.drainer.metrics.error("http_gate_peer");
-                    gate.mesh_refusal(&ctx, &msg);
-                    http_conn::serve(stream, "http gate", move |_| {
-                        let msg = msg.clone();
-                        async move { error(StatusCode::FORBIDDEN, msg) }
-                    })
-                    .await;
-                    return;
-                }
-                debug!(pod = %gate.pod, peer = %peer, mesh = m.name(), "httpGet gate: a hook relayed by the pod's mesh proxy");
-            }
             let a = admission.clone();
             http_conn::serve(stream, "http gate", move |req| {
-                handle(gate.clone(), ctx.clone(), (conn.clone(), a.clone()), req)
+                handle(
+                    gate.clone(),
+                    ctx.clone(),
+                    from.clone(),
+                    (conn.clone(), a.clone()),
+                    req,
+                )
             })
             .await;
             drop(admission);
@@ -278,6 +253,7 @@ const USAGE: &str = "GET /drain?policy=drained&max=25s (a preStop httpGet hook)"
 async fn handle(
     gate: Arc<Gate>,
     ctx: Arc<Ctx>,
+    from: Arc<Peer>,
     (conn, admission): (Option<Arc<OwnedFd>>, Arc<Admission>),
     req: Request<hyper::body::Incoming>,
 ) -> Response<Body> {
@@ -305,10 +281,16 @@ async fn handle(
             format!("use {USAGE}"),
         );
     }
-    let q = match hook_query::parse(req.uri().query().unwrap_or(""), started_unix_ms) {
+    let query = req.uri().query().unwrap_or("").to_string();
+    let q = match hook_query::parse(&query, started_unix_ms) {
         Ok(q) => q,
         Err(e) => return bad(&gate, req.uri(), StatusCode::BAD_REQUEST, e),
     };
+    // Who may drain the pod, decided for this request.
+    if let Err(why) = own_hook(&gate, &ctx, &from, &path, &query).await {
+        ctx.hooks.drainer.metrics.error("http_gate_not_hook");
+        return bad(&gate, req.uri(), StatusCode::FORBIDDEN, why);
+    }
     if q.request.scope == Some(Scope::Container) && q.container.is_none() {
         return bad(
             &gate,
@@ -319,7 +301,7 @@ async fn handle(
     }
     let container = match &q.container {
         None => None,
-        Some(name) => match container_id(&ctx.drainer, &gate.uid, name) {
+        Some(name) => match container_id(&ctx.pods, &gate.uid, name) {
             Some(id) => Some(id),
             None => {
                 let why = format!("container={name}: no such container in pod {}", gate.pod);
@@ -327,67 +309,59 @@ async fn handle(
             }
         },
     };
-    let ticket = match ctx.shares.drain(&gate.uid, q.container.as_deref()) {
-        Ok(t) => t,
-        Err(busy) => return error(StatusCode::TOO_MANY_REQUESTS, busy.to_string()),
-    };
-    let hook = HttpHook {
-        pod: gate.uid.clone(),
-        container: container.clone(),
-        query: req.uri().query().unwrap_or("").to_string(),
-        arrived_ns,
-        started_unix_ms,
-        progress: None,
-    };
-    let who = Subject {
+    let hook = Hook {
         pod: gate.uid.clone(),
         container,
-        netns: gate.netns.try_clone().ok(),
+        request: q.request,
+        arrived_ns,
+        origin: Origin::Http {
+            query,
+            started_unix_ms,
+        },
+        progress: None,
     };
-    let prepared = match ctx.drainer.prepare(who, &q.request, arrived_ns) {
-        Ok(p) => p,
-        Err(r) => return refused(r),
+    let netns = gate.netns.try_clone().ok();
+    let fd = conn.as_ref().map(|f| f.as_fd());
+    let started = match ctx.hooks.start(hook, netns, fd, &admission) {
+        Ok(s) => s,
+        Err(e) => return refused_hook(e),
     };
-    // Held from here: a handover carries it, and only the agent that
-    // releases it answers.
-    let hold = conn.as_ref().and_then(|fd| {
-        ctx.registry
-            .hold(Record::HttpHook(hook), fd.as_fd(), &admission)
-            .map_err(|e| warn!(pod = %gate.pod, error = %e, "httpGet gate: cannot register a held hook; a handover would not carry it"))
-            .ok()
-    });
     // Dropped with the connection (the kubelet gave up): the drain is
     // abandoned, as a hook that goes away abandons it on the socket.
-    let counted = InFlight::new(&ctx.in_flight);
-    let so_far = hold.as_ref().map(|h| h.progress());
-    let result = ctx
-        .drainer
-        .clone()
-        .run(prepared, |p| {
-            if let Some(s) = &so_far {
-                s.point(p);
-            }
-        })
-        .await;
-    if let Some(h) = hold {
-        h.release().await;
-    }
-    drop(counted);
-    drop(ticket);
-    respond(result)
+    respond(started.run(|_| {}, std::future::pending()).await)
+        .unwrap_or_else(|| error(StatusCode::INTERNAL_SERVER_ERROR, "abandoned"))
 }
 
-/// A held hook's answer: the report, or the drain's error.
-pub(crate) fn respond(
-    result: Result<crate::drain::publish::Released, crate::bpf::MapError>,
-) -> Response<Body> {
-    match result {
-        Ok(released) => {
+/// Whether a request is the pod's own hook, as it may come from `from`:
+/// its declared settings, and, relayed, during the pod's termination.
+async fn own_hook(gate: &Gate, ctx: &Ctx, from: &Peer, path: &str, query: &str) -> Result<(), String> {
+    if *from == Peer::Relayed && !terminates(&ctx.pods, &gate.uid).await {
+        let pod = ctx.pods.get(&gate.uid);
+        let mesh = pod.as_deref().and_then(|p| crate::kube::mesh::of(p, gate.port));
+        let msg = peers::not_terminating(mesh.as_ref(), gate.port);
+        if mesh.is_some() {
+            gate.mesh_refusal(ctx, &msg);
+        }
+        return Err(msg);
+    }
+    let pod = ctx
+        .pods
+        .get(&gate.uid)
+        .ok_or("the pod is gone from the API's view")?;
+    peers::spec_hook(&pod.http_hooks, gate.port, path, query)
+}
+
+/// A held hook's answer: the report, or the drain's error; `None` when
+/// the client went away (nothing to answer).
+pub(crate) fn respond(ending: Ending) -> Option<Response<Body>> {
+    match ending {
+        Ending::Released(released) => {
             let resp = json(StatusCode::OK, &released.report);
             released.publish();
-            resp
+            Some(resp)
         }
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        Ending::Failed(e) => Some(error(StatusCode::INTERNAL_SERVER_ERROR, e)),
+        Ending::Abandoned => None,
     }
 }
 
@@ -401,7 +375,7 @@ fn bad(gate: &Gate, uri: &http::Uri, status: StatusCode, why: String) -> Respons
 }
 
 /// The current id of the container named `name` in pod `uid`, from the API.
-fn container_id(drainer: &Drainer, uid: &str, name: &str) -> Option<String> {
-    let pod = drainer.pod_api.as_ref()?.store.get(uid)?;
+fn container_id(pods: &PodStore, uid: &str, name: &str) -> Option<String> {
+    let pod = pods.get(uid)?;
     pod.containers.iter().find(|c| c.name == name)?.id.clone()
 }

@@ -8,6 +8,7 @@
 //!   [`PodIndex::set_meta`](crate::resolver::index::PodIndex::set_meta) and a
 //!   richer [`PodStore`];
 //! - [`events`]: posting core/v1 Events on pods;
+//! - [`hooks`]: the `preStop: httpGet` hooks a pod's spec declares;
 //! - [`error`]: an API error and its causes on one line, for both;
 //!
 //! Nothing here can stop the agent: without a config it runs standalone,
@@ -39,6 +40,7 @@ use crate::resolver::index::PodIndex;
 pub mod config;
 pub mod error;
 pub mod events;
+pub mod hooks;
 pub mod mesh;
 pub mod pod;
 pub mod watch;

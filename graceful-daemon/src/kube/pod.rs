@@ -63,6 +63,9 @@ pub struct PodInfo {
     /// Every container's declared ports (`containerPort`, any protocol):
     /// (container name, port).
     pub container_ports: Vec<(String, u16)>,
+    /// The `preStop: httpGet` hooks the spec declares (Istio's rewritten
+    /// ones as pilot-agent sends them).
+    pub http_hooks: Vec<super::hooks::SpecHook>,
 }
 
 /// Splits `containerd://<id>` into (`containerd`, `<id>`). An id without a
@@ -127,6 +130,7 @@ impl PodInfo {
             node_name: spec.and_then(|s| s.node_name.clone()),
             host_network: spec.and_then(|s| s.host_network).unwrap_or(false),
             container_ports: spec.map(declared_ports).unwrap_or_default(),
+            http_hooks: spec.map(super::hooks::of).unwrap_or_default(),
         })
     }
 

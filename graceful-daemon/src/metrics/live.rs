@@ -75,6 +75,8 @@ pub trait LiveSource: Send + Sync {
 #[derive(Debug)]
 pub(super) struct Live {
     pub(super) node: Weak<dyn LiveSource>,
+    /// Whether the per-pod series are encoded.
+    pub(super) pods: bool,
 }
 
 fn gauge(e: &mut DescriptorEncoder, name: &str, help: &str, v: i64) -> std::fmt::Result {
@@ -114,6 +116,7 @@ impl Collector for Live {
         let pod_rows = |f: fn(&PodFigures) -> u64| -> Vec<(PodLabel, u64)> {
             snap.pods
                 .iter()
+                .filter(|_| self.pods)
                 .map(|p| ([("namespace", p.namespace.clone()), ("pod", p.pod.clone())], f(p)))
                 .collect()
         };

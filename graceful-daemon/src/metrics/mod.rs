@@ -11,7 +11,9 @@
 //!
 //! Per-pod series are labelled `namespace` and `pod` (the uid until the
 //! API has named the pod). Their number is bounded: past `max_pods` the
-//! remaining pods are summed into one `pod="_other"` series.
+//! remaining pods are summed into one `pod="_other"` series. They name
+//! every pod of the node, so the metrics address on the pod network leaves
+//! them out unless `--metrics-pods on` (the loopback API always has them).
 //!
 //! Both take plain values and import none of the rooms that count in
 //! them (adopt, gate, api), so each of those can.

@@ -47,14 +47,17 @@ type BuildLabels = [(&'static str, String); 4];
 /// zero from the start: a counter that appears at 1 is missed by
 /// `increase()`, and the alerts (deploy/helm) would not see the first
 /// error. A unit test checks the list against the calls in the sources.
-pub const ERROR_KINDS: [&str; 15] = [
+pub const ERROR_KINDS: [&str; 18] = [
     "api_busy",
     "drain",
     "exclusions",
     "feed_lagged",
     "gate_identify",
+    "gate_squatted",
+    "handover_unreadable",
     "http_gate_bind",
     "http_gate_busy",
+    "http_gate_not_hook",
     "http_gate_peer",
     "http_gate_refused",
     "ingress_attach",
@@ -153,7 +156,9 @@ impl Recorder {
 
     /// The registry to encode: these families, and the figures of `node`
     /// read at scrape time.
-    pub fn registry(self: &Arc<Self>, node: Weak<dyn LiveSource>) -> Registry {
+    /// Every metric, read from `node` at scrape time; `pods`: with the
+    /// per-pod series (which name every pod of the node).
+    pub fn registry(self: &Arc<Self>, node: Weak<dyn LiveSource>, pods: bool) -> Registry {
         let mut r = Registry::with_prefix("graceful");
         r.register(
             "build_info",
@@ -190,7 +195,7 @@ impl Recorder {
             "Sockets whose count disagreed with their state (a change the kernel skipped for both copies of the state program), set right by a repair pass (at start, periodic, or before a drain)",
             self.repaired.clone(),
         );
-        r.register_collector(Box::new(Live { node }));
+        r.register_collector(Box::new(Live { node, pods }));
         r
     }
 }

@@ -4,10 +4,10 @@
 //! The index is built from one walk of the cgroup2 mount and then kept
 //! current one cgroup at a time ([`PodIndex::insert`] / [`PodIndex::remove`],
 //! driven by the watcher). Each cgroup is classified from its own path (and
-//! its parent's) with [`parse`], which finds the pod component anywhere in
-//! the path, so nested roots (kind, k3s, a kind node seen from the host) need
-//! nothing special. Cgroups that are not a pod's are kept with their path
-//! only, so any id can be reported.
+//! its parent's) with [`parse_rooted`]: a pod's only where the kubelet makes
+//! pods, under the pod cgroup roots ([`super::roots`]; nested roots, such as
+//! a kind node seen from its host, are named there). Cgroups that are not a
+//! pod's are kept with their path only, so any id can be reported.
 //!
 //! Names come from the Kubernetes API, later and possibly never: they are
 //! `Option`s here, filled from [`PodMeta`] given to [`PodIndex::set_meta`].
@@ -21,7 +21,8 @@ use std::{
 };
 
 use super::{
-    path::{parse, Driver, PodCgroup, QosClass, Runtime},
+    path::{parse, parse_rooted, Driver, PodCgroup, QosClass, Runtime},
+    roots::PodRoots,
     tree,
 };
 use crate::cgroupfs::Hierarchy;
@@ -108,8 +109,9 @@ struct Entry {
     pod: Option<(String, Option<String>)>,
 }
 
-#[derive(Default)]
 pub struct PodIndex {
+    /// Where pod cgroups may be.
+    roots: PodRoots,
     pods: BTreeMap<String, Pod>,
     cgroups: HashMap<u64, Entry>,
     /// Deletions are reported by name: the inode is gone by then.
@@ -117,10 +119,27 @@ pub struct PodIndex {
     meta: HashMap<String, PodMeta>,
 }
 
+impl Default for PodIndex {
+    fn default() -> Self {
+        PodIndex::with_roots(PodRoots::default())
+    }
+}
+
 impl PodIndex {
+    /// An empty index whose pods are those under `roots`.
+    pub fn with_roots(roots: PodRoots) -> Self {
+        PodIndex {
+            roots,
+            pods: BTreeMap::new(),
+            cgroups: HashMap::new(),
+            by_path: HashMap::new(),
+            meta: HashMap::new(),
+        }
+    }
+
     /// The index of the whole hierarchy, from one walk.
     pub fn build(hier: &Hierarchy) -> Self {
-        let mut index = Self::default();
+        let mut index = Self::with_roots(hier.pod_roots().clone());
         tree::walk(hier.mount(), Path::new("/"), |_, rel, id| {
             index.insert(id, rel);
             true
@@ -132,7 +151,7 @@ impl PodIndex {
     pub fn fresh(&self) -> Self {
         Self {
             meta: self.meta.clone(),
-            ..Self::default()
+            ..Self::with_roots(self.roots.clone())
         }
     }
 
@@ -184,7 +203,8 @@ impl PodIndex {
         if self.cgroups.contains_key(&id) {
             out.extend(self.remove(id));
         }
-        let pod = parse(rel.as_os_str().as_bytes()).map(|pc| self.attach(id, rel, &pc, &mut out));
+        let pod = parse_rooted(rel.as_os_str().as_bytes(), &self.roots)
+            .map(|pc| self.attach(id, rel, &pc, &mut out));
         let path: Arc<Path> = Arc::from(rel);
         self.by_path.insert(path.clone(), id);
         self.cgroups.insert(id, Entry { path, pod });
@@ -368,9 +388,10 @@ impl PodIndex {
     }
 }
 
-/// Whose the cgroup at `path` is, from the path alone.
-pub fn owner_of_path(path: &[u8]) -> Owner {
-    match parse(path) {
+/// Whose the cgroup at `path` is, from the path alone (a pod's only under
+/// one of `roots`).
+pub fn owner_of_path(path: &[u8], roots: &PodRoots) -> Owner {
+    match parse_rooted(path, roots) {
         Some(pc) => Owner::Pod {
             uid: pc.pod_uid,
             container: pc.container.map(|c| c.id),
@@ -386,14 +407,14 @@ pub fn owner_of_path(path: &[u8]) -> Owner {
 /// gives the pid). It needs only the path, so a container started a moment
 /// ago that the watcher has not filed yet resolves all the same.
 ///
-/// The path is as seen from the agent's cgroup namespace. In a private one
-/// other pods show as `/../..`-prefixed paths; those still resolve, since
-/// the pod component is looked for anywhere in the path.
-pub fn for_pid(pid: u32) -> io::Result<Owner> {
+/// The path is as seen from the agent's cgroup namespace: the agent enters
+/// the node's at its start (`crate::cgroupfs::enter_nodes_namespace`), so
+/// that it is the path from the hierarchy's top, which `roots` are.
+pub fn for_pid(pid: u32, roots: &PodRoots) -> io::Result<Owner> {
     let text = std::fs::read(format!("/proc/{pid}/cgroup"))?;
     text.split(|&b| b == b'\n')
         .find_map(|l| l.strip_prefix(b"0::"))
-        .map(owner_of_path)
+        .map(|p| owner_of_path(p, roots))
         .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "process has no cgroup v2 membership"))
 }
 

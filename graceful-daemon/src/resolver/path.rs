@@ -195,8 +195,26 @@ impl fmt::Display for Driver {
 /// `/`) into the pod it belongs to. `None` for anything that is not a pod or
 /// container cgroup. Never panics, whatever the bytes.
 pub fn parse(path: &[u8]) -> Option<PodCgroup> {
+    parse_at(path).map(|(pc, _)| pc)
+}
+
+/// [`parse`], for a pod whose pod component sits under one of `roots`
+/// (see [`super::roots`]): what the kubelet made, not a name that looks it.
+pub fn parse_rooted(path: &[u8], roots: &super::roots::PodRoots) -> Option<PodCgroup> {
+    let (pc, depth) = parse_at(path)?;
+    let before: Vec<&[u8]> = path
+        .split(|&b| b == b'/')
+        .filter(|c| !c.is_empty())
+        .take(depth)
+        .collect();
+    roots.admits(&before).then_some(pc)
+}
+
+/// [`parse`], with how many components come before the pod's.
+fn parse_at(path: &[u8]) -> Option<(PodCgroup, usize)> {
     // Empty components (leading, trailing or doubled `/`) carry no meaning.
     let mut components = path.split(|&b| b == b'/').filter(|c| !c.is_empty());
+    let mut depth = 0;
     // The two components above the current one: the cgroupfs layout is only
     // recognisable from its parents (`kubepods/burstable/pod<uid>`).
     let mut grandparent: &[u8] = b"";
@@ -220,15 +238,19 @@ pub fn parse(path: &[u8]) -> Option<PodCgroup> {
                 Some(Child::Container(c)) => Some(c),
                 Some(Child::Conmon) | None => None,
             };
-            return Some(PodCgroup {
-                pod_uid: found.uid,
-                qos: found.qos,
-                driver: found.driver,
-                container,
-            });
+            return Some((
+                PodCgroup {
+                    pod_uid: found.uid,
+                    qos: found.qos,
+                    driver: found.driver,
+                    container,
+                },
+                depth,
+            ));
         }
         grandparent = parent;
         parent = component;
+        depth += 1;
     }
     None
 }

@@ -93,9 +93,9 @@ pub struct Resolver {
 }
 
 impl Resolver {
-    fn new(capacity: usize) -> Self {
+    fn new(capacity: usize, roots: super::roots::PodRoots) -> Self {
         Self {
-            index: Arc::default(),
+            index: Arc::new(std::sync::RwLock::new(PodIndex::with_roots(roots))),
             events: broadcast::channel(capacity).0,
             rescan: Arc::default(),
             stats: Arc::default(),
@@ -145,7 +145,7 @@ impl Watcher {
     /// Scans the tree (synchronously: the index is complete when this
     /// returns) and keeps watching on a task of the current tokio runtime.
     pub fn spawn(hier: &Hierarchy, cfg: WatchConfig) -> io::Result<Watcher> {
-        let resolver = Resolver::new(cfg.event_capacity);
+        let resolver = Resolver::new(cfg.event_capacity, hier.pod_roots().clone());
         let mut tree = Tree::new(hier.mount(), resolver.clone())?;
         tree.rescan(Why::Start);
         let task = tokio::spawn(tree.run(cfg.rescan_every));

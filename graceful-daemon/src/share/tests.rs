@@ -37,14 +37,23 @@ fn the_gate_as_a_whole_is_bounded() {
 #[test]
 fn one_drain_per_container_at_a_time() {
     let s = limits(10, 3);
-    let d = s.drain("pod-a", Some("app")).unwrap();
-    let again = s.drain("pod-a", Some("app")).unwrap_err();
+    let d = s.drain("pod-a", Some("app"), None).unwrap();
+    let again = s.drain("pod-a", Some("app"), None).unwrap_err();
     assert_eq!(again.to_string(), "a drain of container app of pod pod-a is already running: one per container at a time; retry once it ends");
     // Its other containers, and other pods, drain at the same time.
-    let _sidecar = s.drain("pod-a", Some("proxy")).unwrap();
-    let _other = s.drain("pod-b", Some("app")).unwrap();
+    let _sidecar = s.drain("pod-a", Some("proxy"), None).unwrap();
+    let _other = s.drain("pod-b", Some("app"), None).unwrap();
     drop(d);
-    s.drain("pod-a", Some("app")).unwrap();
+    s.drain("pod-a", Some("app"), None).unwrap();
+}
+
+#[test]
+fn a_drain_begun_before_the_deletion_leaves_the_terminations_slot_free() {
+    let s = limits(10, 3);
+    let _before = s.drain("pod-a", Some("app"), None).unwrap();
+    let during = s.drain("pod-a", Some("app"), Some("1733450000000")).unwrap();
+    assert!(s.drain("pod-a", Some("app"), Some("1733450000000")).is_err());
+    drop(during);
 }
 
 #[test]

@@ -42,24 +42,29 @@ fn a_second_claim_is_refused_naming_the_holder_and_a_released_one_is_taken() {
 }
 
 #[test]
-fn a_live_socket_is_refused_and_a_stale_one_is_not() {
+fn a_live_api_socket_is_refused_and_a_gate_listener_without_the_pins_is_no_agent() {
     let dir = scratch("socket");
     let pins = PinDir::new(dir.join("pins"));
     std::fs::create_dir_all(pins.root()).unwrap();
     let api = dir.join("api.sock");
     let gate = dir.join("gate.sock");
-    let live = std::os::unix::net::UnixListener::bind(&gate).unwrap();
+    // The API socket is in the agent's own directory: one that answers
+    // there is another agent's.
+    let live = std::os::unix::net::UnixListener::bind(&api).unwrap();
     match take(&pins, &api, Some(&gate)) {
         Err(ClaimError::Serving { path, pid }) => {
-            assert_eq!(path, gate);
+            assert_eq!(path, api);
             assert_eq!(pid, Some(std::process::id()));
         }
-        other => panic!("a live gate socket was not refused: {other:?}"),
+        other => panic!("a live API socket was not refused: {other:?}"),
     }
-    // Its listener gone, the socket file is a dead agent's: replaceable.
     drop(live);
-    assert!(gate.exists());
+    // The gate socket's directory is the pods': whatever listens there
+    // while this claim holds the pins is not an agent, and is no reason
+    // to stop.
+    let squatter = std::os::unix::net::UnixListener::bind(&gate).unwrap();
     take(&pins, &api, Some(&gate)).unwrap();
+    drop(squatter);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

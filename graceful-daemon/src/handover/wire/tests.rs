@@ -171,10 +171,10 @@ fn bad_frames_say_what_is_wrong() {
         decode::<Done>(&[0, 0, 0, 9, b'{']).unwrap_err(),
         WireError::Truncated("body")
     );
-    let big = ((MAX_FRAME + 1) as u32).to_be_bytes();
+    let big = ((MAX_READ_FRAME + 1) as u32).to_be_bytes();
     assert_eq!(
         decode::<Done>(&big).unwrap_err(),
-        WireError::TooLarge(MAX_FRAME + 1)
+        WireError::TooLarge(MAX_READ_FRAME + 1)
     );
     let mut extra = framed(RECORDED_V1[5]);
     extra.push(0);

@@ -20,8 +20,12 @@ fn sidecar() -> Mesh {
     }
 }
 
+fn host() -> NodeCaller {
+    NodeCaller::Host { uid: 0 }
+}
+
 #[test]
-fn the_node_is_admitted_whatever_the_mesh() {
+fn the_kubelet_is_admitted_whatever_the_mesh_and_a_host_network_pod_never() {
     let n = node();
     let me = n
         .fresh()
@@ -29,15 +33,22 @@ fn the_node_is_admitted_whatever_the_mesh() {
         .find(|a| !a.is_loopback())
         .expect("this namespace has an address");
     for mesh in [None, Some(sidecar()), Some(Mesh::IstioAmbient)] {
+        let at = (me, Some(ip(POD)));
+        assert_eq!(judge(&n, mesh.as_ref(), 9711, at, host), Ok(Peer::Kubelet));
+        // The same address, from a hostNetwork pod's socket.
+        let pod = || NodeCaller::Pod { uid: "u-1".into() };
+        let why = judge(&n, mesh.as_ref(), 9711, at, pod).unwrap_err();
+        assert!(why.contains("used by pod u-1 on the host network"), "{why}");
+        // A socket the node's kernel does not show: judged as relayed.
         assert_eq!(
-            judge(&n, mesh.as_ref(), 9711, (me, Some(ip(POD))), false),
-            Verdict::Admit
+            judge(&n, mesh.as_ref(), 9711, at, || NodeCaller::Unknown),
+            Ok(Peer::Relayed)
         );
     }
 }
 
 #[test]
-fn a_relayed_hook_waits_for_the_termination_and_only_in_a_meshed_pod() {
+fn a_relay_is_a_meshed_pods_proxy_or_ambients_address() {
     let n = node();
     let linkerd = Mesh::Linkerd {
         port_skipped: false,
@@ -48,16 +59,13 @@ fn a_relayed_hook_waits_for_the_termination_and_only_in_a_meshed_pod() {
     for (mesh, from) in [(sidecar(), "127.0.0.6"), (sidecar(), "::6"), (linkerd, POD)] {
         let at = (ip(from), Some(ip(POD)));
         assert_eq!(
-            judge(&n, Some(&mesh), 9711, at, false),
-            Verdict::OnceTerminating,
+            judge(&n, Some(&mesh), 9711, at, host),
+            Ok(Peer::Relayed),
             "{from}"
         );
-        assert_eq!(judge(&n, Some(&mesh), 9711, at, true), Verdict::Admit, "{from}");
     }
-    // No mesh: the pod itself is no kubelet, terminating or not.
-    let Verdict::Refuse(why) = judge(&n, None, 9711, (ip("127.0.0.6"), Some(ip(POD))), true) else {
-        panic!()
-    };
+    // No mesh: the pod itself is no kubelet.
+    let why = judge(&n, None, 9711, (ip("127.0.0.6"), Some(ip(POD))), host).unwrap_err();
     assert!(why.contains("not this node but the pod itself"), "{why}");
     // A mesh whose proxy is off the hook's path relays nothing.
     let direct = Mesh::IstioSidecar {
@@ -65,10 +73,7 @@ fn a_relayed_hook_waits_for_the_termination_and_only_in_a_meshed_pod() {
         rewritten: false,
         native: false,
     };
-    assert!(matches!(
-        judge(&n, Some(&direct), 9711, (ip("127.0.0.6"), Some(ip(POD))), true),
-        Verdict::Refuse(_)
-    ));
+    assert!(judge(&n, Some(&direct), 9711, (ip("127.0.0.6"), Some(ip(POD))), host).is_err());
 }
 
 #[test]
@@ -76,22 +81,52 @@ fn another_pod_is_refused_however_the_pod_is_meshed() {
     let n = node();
     let other = (ip("10.244.2.9"), Some(ip(POD)));
     for mesh in [None, Some(sidecar()), Some(Mesh::IstioAmbient)] {
-        let Verdict::Refuse(why) = judge(&n, mesh.as_ref(), 9711, other, true) else {
-            panic!("{mesh:?}")
-        };
+        let why = judge(&n, mesh.as_ref(), 9711, other, host).unwrap_err();
         assert!(why.starts_with("10.244.2.9 is not this node"), "{why}");
     }
     // Ambient's address stands for the node only for an enrolled pod.
     let snat = (ip("169.254.7.127"), Some(ip(POD)));
     assert_eq!(
-        judge(&n, Some(&Mesh::IstioAmbient), 9711, snat, false),
-        Verdict::Admit
+        judge(&n, Some(&Mesh::IstioAmbient), 9711, snat, host),
+        Ok(Peer::Relayed)
     );
-    assert!(matches!(judge(&n, None, 9711, snat, false), Verdict::Refuse(_)));
-    assert!(matches!(
-        judge(&n, Some(&sidecar()), 9711, snat, true),
-        Verdict::Refuse(_)
-    ));
+    assert!(judge(&n, None, 9711, snat, host).is_err());
+    assert!(judge(&n, Some(&sidecar()), 9711, snat, host).is_err());
+}
+
+fn hook(port: u16, target: &str) -> SpecHook {
+    SpecHook {
+        container: "app".into(),
+        port,
+        target: target.into(),
+    }
+}
+
+#[test]
+fn a_drain_is_only_the_pods_own_hook_however_its_query_is_spelled() {
+    let hooks = [hook(9711, "/drain?policy=drained&max=25s"), hook(8080, "/other")];
+    // The same settings in another order, or as a kubelet joins the path.
+    assert_eq!(
+        spec_hook(&hooks, 9711, "/drain", "policy=drained&max=25s"),
+        Ok(())
+    );
+    assert_eq!(
+        spec_hook(&hooks, 9711, "/drain", "max=25000ms&policy=drained"),
+        Ok(())
+    );
+    // Other settings: refused, naming what the spec sends.
+    let why = spec_hook(&hooks, 9711, "/drain", "policy=drained&max=1s").unwrap_err();
+    assert!(
+        why.contains("its spec sends /drain?policy=drained&max=25s to port 9711"),
+        "{why}"
+    );
+    assert!(spec_hook(&hooks, 9711, "/drain", "").is_err());
+    assert!(spec_hook(&hooks, 9711, "/drain", "max=bogus").is_err());
+    // No hook on this port at all.
+    let why = spec_hook(&hooks, 9712, "/drain", "policy=drained&max=25s").unwrap_err();
+    assert!(why.contains("no preStop httpGet hook on port 9712"), "{why}");
+    // A spec'd hook without a leading slash is sent with one.
+    assert_eq!(spec_hook(&[hook(9711, "drain")], 9711, "/drain", ""), Ok(()));
 }
 
 #[test]

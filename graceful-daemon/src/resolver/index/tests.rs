@@ -1,6 +1,7 @@
 use std::path::Path;
 
 use super::*;
+use crate::resolver::roots::{self, PodRoots};
 
 const UID_A: &str = "a3ae0dbd-38d5-48fe-808c-a4d5dada806d";
 const UID_B: &str = "c2f29d46-4c07-453e-a371-c188cf99a10a";
@@ -132,7 +133,13 @@ fn crio_conmon_is_pod_overhead_and_nested_children_are_the_containers() {
 
 #[test]
 fn nested_kind_root_and_the_colon_form() {
-    let mut ix = PodIndex::default();
+    // A kind node seen from its host: its root named.
+    let roots = PodRoots::parse(&[
+        "/kind-node/kubelet.slice/kubelet-kubepods.slice",
+        roots::DEFAULT[4],
+    ])
+    .unwrap();
+    let mut ix = PodIndex::with_roots(roots);
     let kind = format!(
         "/kind-node/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-pod{}.slice",
         us(UID_A)
@@ -225,21 +232,26 @@ fn diff_reports_what_a_rescan_found() {
 #[test]
 fn owners_of_processes() {
     // This test runs in some cgroup that is not a pod's.
-    match for_pid(std::process::id()).unwrap() {
+    let roots = PodRoots::default();
+    match for_pid(std::process::id(), &roots).unwrap() {
         Owner::Other { path } => assert!(path.starts_with('/'), "{path}"),
         o => panic!("{o:?}"),
     }
-    // Seen from a private cgroup namespace, other pods are above our root.
-    let p = format!(
-        "/../../kubepods.slice/kubepods-pod{}.slice/crio-{APP}.scope",
-        us(UID_A)
-    );
+    let p = format!("/kubepods.slice/kubepods-pod{}.slice/crio-{APP}.scope", us(UID_A));
     assert_eq!(
-        owner_of_path(p.as_bytes()),
+        owner_of_path(p.as_bytes(), &roots),
         Owner::Pod {
             uid: UID_A.into(),
             container: Some(APP.into())
         }
     );
-    assert!(for_pid(u32::MAX).is_err());
+    // Seen from a private cgroup namespace, other pods are above our root:
+    // where they sit cannot be told, so they are no pods (the agent enters
+    // the node's cgroup namespace to read paths from the top).
+    let relative = format!("/../..{p}");
+    assert!(matches!(
+        owner_of_path(relative.as_bytes(), &roots),
+        Owner::Other { .. }
+    ));
+    assert!(for_pid(u32::MAX, &roots).is_err());
 }

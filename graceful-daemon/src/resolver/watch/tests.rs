@@ -57,6 +57,13 @@ impl Drop for Dirs {
     }
 }
 
+/// The hierarchy, its pods under the tests' own roots (a directory of
+/// each test's at the top, as kind nests a node's).
+pub(super) fn test_hierarchy() -> Hierarchy {
+    let roots = crate::resolver::roots::PodRoots::parse(&["/*/kubepods.slice", "/*/kubepods"]).unwrap();
+    Hierarchy::discover().unwrap().with_pod_roots(roots)
+}
+
 fn uid(n: u32) -> String {
     format!("{:08x}-7a7c-4000-8000-{:012x}", std::process::id(), n)
 }
@@ -87,7 +94,7 @@ async fn sees_pods_and_containers_come_and_go_within_a_second() {
         eprintln!("SKIPPED: needs root (makes cgroups)");
         return;
     }
-    let hier = Hierarchy::discover().unwrap();
+    let hier = test_hierarchy();
     let w = Watcher::spawn(&hier, WatchConfig::default()).unwrap();
     let mut rx = w.resolver().subscribe();
     let mut dirs = Dirs::new(&hier);
@@ -170,8 +177,8 @@ async fn an_overflow_rescans_and_reports_what_was_missed() {
         eprintln!("SKIPPED: needs root (makes cgroups)");
         return;
     }
-    let hier = Hierarchy::discover().unwrap();
-    let resolver = Resolver::new(64);
+    let hier = test_hierarchy();
+    let resolver = Resolver::new(64, hier.pod_roots().clone());
     let mut rx = resolver.subscribe();
     // Not running: events pile up unread, as if the queue had overflowed.
     let mut tree = Tree::new(hier.mount(), resolver.clone()).unwrap();
@@ -228,8 +235,8 @@ async fn deleted_cgroups_lose_their_watch() {
         eprintln!("SKIPPED: needs root (makes cgroups)");
         return;
     }
-    let hier = Hierarchy::discover().unwrap();
-    let mut tree = Tree::new(hier.mount(), Resolver::new(64)).unwrap();
+    let hier = test_hierarchy();
+    let mut tree = Tree::new(hier.mount(), Resolver::new(64, hier.pod_roots().clone())).unwrap();
     tree.rescan(Why::Start);
     let mut dirs = Dirs::new(&hier);
     let root = format!("/graceful-test-unwatch-{}", std::process::id());
@@ -266,7 +273,7 @@ async fn a_requested_rescan_matches_a_fresh_build() {
         eprintln!("SKIPPED: needs root");
         return;
     }
-    let hier = Hierarchy::discover().unwrap();
+    let hier = test_hierarchy();
     let w = Watcher::spawn(&hier, WatchConfig::default()).unwrap();
     w.resolver().request_rescan();
     let deadline = Instant::now() + Duration::from_secs(1);

@@ -10,6 +10,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use super::test_hierarchy;
 use super::{cid, is_root, uid, Dirs};
 use crate::{
     cgroupfs::Hierarchy,
@@ -138,7 +139,7 @@ fn churn_500_pods_of_4_containers_at_20_pods_per_second() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(30);
-    let hier = Hierarchy::discover().unwrap();
+    let hier = test_hierarchy();
     let root = format!(
         "/graceful-bench-{}/kubepods.slice/kubepods-burstable.slice",
         std::process::id()
