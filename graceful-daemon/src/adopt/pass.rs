@@ -138,15 +138,34 @@ impl std::ops::AddAssign for Walked {
 /// one it repaired and handed over to the sock_ops program (no storage
 /// left); and `c` for a flagged socket it counted for these maps
 /// (`control::RECOUNT`).
-pub(super) fn walk(mut file: File) -> std::io::Result<Walked> {
-    let mut sink = Vec::new();
-    file.read_to_end(&mut sink)?;
-    let count = |b: u8| sink.iter().filter(|x| **x == b).count() as u64;
-    Ok(Walked {
-        repaired: count(b'r') + count(b'h'),
-        storage: count(b's') + count(b'r'),
-        recounted: count(b'c'),
-    })
+pub(super) fn walk(file: File) -> std::io::Result<Walked> {
+    walk_until(file, &std::sync::atomic::AtomicBool::new(false))
+}
+
+/// [`walk`], stopped between two of the kernel's batches once `cancel`
+/// is set (what was walked is counted).
+pub(super) fn walk_until(mut file: File, cancel: &std::sync::atomic::AtomicBool) -> std::io::Result<Walked> {
+    let mut w = Walked::default();
+    let mut buf = [0u8; 4096];
+    while !cancel.load(std::sync::atomic::Ordering::Acquire) {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        for b in &buf[..n] {
+            match b {
+                b'r' => {
+                    w.repaired += 1;
+                    w.storage += 1;
+                }
+                b'h' => w.repaired += 1,
+                b's' => w.storage += 1,
+                b'c' => w.recounted += 1,
+                _ => {}
+            }
+        }
+    }
+    Ok(w)
 }
 
 /// Adopts every pre-existing TCP socket in every network namespace.

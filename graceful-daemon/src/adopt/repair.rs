@@ -6,10 +6,17 @@
 //!
 //! The agent runs it over every network namespace every
 //! `--repair-interval`, and over a draining pod's namespace before the
-//! drain's first look at its counts.
+//! drain's first look at its counts. A pod's namespace is walked once at a
+//! time: a drain that starts while a walk of its namespace runs waits for
+//! that one, and a walk whose drains all went away (a pod that starts and
+//! abandons drains in a loop) stops at the kernel's next batch.
 
 use std::{
-    sync::Arc,
+    collections::HashMap,
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc, Mutex,
+    },
     time::{Duration, Instant},
 };
 
@@ -17,11 +24,12 @@ use tracing::{debug, info, warn};
 
 use super::{
     netns::{self, NetNs},
-    pass::{open_in, walk, AdoptError},
+    pass::{open_in, walk_until, AdoptError},
 };
 use crate::{
     bpf::{retire::StatePrograms, Kernel},
     metrics::Recorder,
+    sync,
 };
 
 /// What one repair pass did.
@@ -48,6 +56,33 @@ pub struct Repairer {
     metrics: Arc<Recorder>,
     /// Detached once a pass over the node finds no socket they count.
     state_programs: Arc<StatePrograms>,
+    /// The pods' namespaces being walked now, by inode.
+    walks: Arc<Mutex<HashMap<u64, PodWalk>>>,
+}
+
+/// A walk of one pod's namespace: its end, who waits for it, and its stop.
+struct PodWalk {
+    done: tokio::sync::watch::Receiver<bool>,
+    waiters: usize,
+    cancel: Arc<AtomicBool>,
+}
+
+/// One drain waiting for a walk; the last to go stops it.
+struct Waiting {
+    walks: Arc<Mutex<HashMap<u64, PodWalk>>>,
+    inode: u64,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        let mut w = sync::lock(&self.walks);
+        if let Some(walk) = w.get_mut(&self.inode) {
+            walk.waiters -= 1;
+            if walk.waiters == 0 {
+                walk.cancel.store(true, Ordering::Release);
+            }
+        }
+    }
 }
 
 impl Repairer {
@@ -56,6 +91,7 @@ impl Repairer {
             kernel,
             metrics,
             state_programs,
+            walks: Arc::default(),
         }
     }
 
@@ -91,10 +127,50 @@ impl Repairer {
     }
 
     /// One network namespace: a draining pod's, before the drain's first
-    /// look. A failure costs only the repair; the drain goes on.
+    /// look. A failure costs only the repair; the drain goes on. A walk of
+    /// it already running is waited for, not started again; dropped, this
+    /// stops the walk if no other drain waits for it.
     pub async fn pod(&self, ns: NetNs, pod: &str) {
+        let inode = ns.inode;
+        let (mut done, started) = {
+            let mut w = sync::lock(&self.walks);
+            match w.get_mut(&inode) {
+                Some(walk) => {
+                    walk.waiters += 1;
+                    (walk.done.clone(), None)
+                }
+                None => {
+                    let (tx, rx) = tokio::sync::watch::channel(false);
+                    let cancel = Arc::new(AtomicBool::new(false));
+                    w.insert(
+                        inode,
+                        PodWalk {
+                            done: rx.clone(),
+                            waiters: 1,
+                            cancel: cancel.clone(),
+                        },
+                    );
+                    (rx, Some((tx, cancel)))
+                }
+            }
+        };
+        let _waiting = Waiting {
+            walks: self.walks.clone(),
+            inode,
+        };
+        let Some((tx, cancel)) = started else {
+            let _ = done.wait_for(|d| *d).await;
+            return;
+        };
         let kernel = self.kernel.clone();
-        let pass = blocking(move || repair(&kernel, std::slice::from_ref(&ns))).await;
+        let walks = self.walks.clone();
+        let pass = blocking(move || {
+            let r = repair_until(&kernel, std::slice::from_ref(&ns), &cancel);
+            sync::lock(&walks).remove(&inode);
+            let _ = tx.send(true);
+            r
+        })
+        .await;
         if let Some(r) = self.account(pass, pod) {
             if r.repaired > 0 {
                 info!(
@@ -136,13 +212,21 @@ async fn blocking(
 /// namespace's iterator, so a drain that attaches its ingress program
 /// meanwhile does not wait for the walk.
 fn repair(kernel: &Kernel, namespaces: &[NetNs]) -> Result<Repair, AdoptError> {
+    repair_until(kernel, namespaces, &AtomicBool::new(false))
+}
+
+/// [`repair`], stopped at the kernel's next batch once `cancel` is set.
+fn repair_until(kernel: &Kernel, namespaces: &[NetNs], cancel: &AtomicBool) -> Result<Repair, AdoptError> {
     let started = Instant::now();
     let mut report = Repair {
         namespaces: namespaces.len(),
         ..Repair::default()
     };
     for ns in namespaces {
-        match open_in(ns, || kernel.open_iter_here())?.and_then(walk) {
+        if cancel.load(Ordering::Acquire) {
+            break;
+        }
+        match open_in(ns, || kernel.open_iter_here())?.and_then(|f| walk_until(f, cancel)) {
             Ok(w) => {
                 report.repaired += w.repaired;
                 report.storage += w.storage;

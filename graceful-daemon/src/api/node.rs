@@ -267,6 +267,14 @@ impl LiveSource for Node {
                 elapsed_ms: self.adoption.elapsed_ms,
             },
             api_connected: self.kube_api() == "connected",
+            events_aggregated: self
+                .kube
+                .as_ref()
+                .map_or(0, |k| k.events.tally().aggregated.load(Ordering::Relaxed)),
+            events_dropped: self
+                .kube
+                .as_ref()
+                .map_or(0, |k| k.events.tally().dropped.load(Ordering::Relaxed)),
         }
     }
 }

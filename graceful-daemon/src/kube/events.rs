@@ -9,16 +9,28 @@
 //!
 //! Posting never holds its caller long: it gives up after a timeout, and a
 //! failure is logged and returned, never retried (an Event is a courtesy;
-//! the log line beside it is the record).
+//! the log line beside it is the record). What the agent posts as things
+//! happen ([`EventPoster::post_later`]) is aggregated and paced per pod
+//! ([`correlate`]), so no pod can make the agent write to the API in a
+//! loop.
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc, Mutex,
+    },
+    time::{Duration, Instant},
+};
 
 use k8s_openapi::{
     api::core::v1::{Event, EventSource, ObjectReference},
     apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time},
     jiff::Timestamp,
 };
-use kube::{api::PostParams, Api, Client};
+use kube::{
+    api::{Patch, PatchParams, PostParams},
+    Api, Client,
+};
 use tracing::{debug, warn};
 
 /// The component name Events are posted under.
@@ -54,6 +66,19 @@ pub struct EventPoster {
     timeout: Duration,
     /// Posts started by [`EventPoster::post_later`] and not yet done.
     pending: Arc<std::sync::atomic::AtomicUsize>,
+    /// Repeats counted on Events already posted, and each pod's budget.
+    correlator: Arc<Mutex<correlate::Correlator>>,
+    /// Events dropped over their pod's budget, and repeats counted.
+    tally: Arc<Tally>,
+}
+
+pub mod correlate;
+
+/// What the correlator did, for `/metrics`.
+#[derive(Debug, Default)]
+pub struct Tally {
+    pub dropped: AtomicU64,
+    pub aggregated: AtomicU64,
 }
 
 /// One post counted in [`EventPoster::pending`] until it ends.
@@ -72,18 +97,71 @@ impl EventPoster {
             node,
             timeout,
             pending: Arc::default(),
+            correlator: Arc::default(),
+            tally: Arc::default(),
         }
     }
 
-    /// Posts in the background; a stopping agent waits for it
+    /// What the correlator dropped and aggregated so far.
+    pub fn tally(&self) -> &Tally {
+        &self.tally
+    }
+
+    /// Posts in the background, aggregated and paced per pod
+    /// ([`correlate`]); a stopping agent waits for it
     /// ([`EventPoster::flush`]), so a drain it released still gets its Event.
     pub fn post_later(&self, pod: PodRef, reason: &'static str, message: String, warning: bool) {
+        let message = one_line(&message);
+        let decision = crate::sync::lock(&self.correlator).decide(&pod.uid, reason, &message, Instant::now());
+        match decision {
+            correlate::Decision::Create => {}
+            correlate::Decision::Dropped => {
+                self.tally.dropped.fetch_add(1, Ordering::Relaxed);
+                return debug!(pod = %format!("{}/{}", pod.namespace, pod.name), reason, "Event dropped: the pod is past its budget of Events");
+            }
+            correlate::Decision::Counted { name, flush } => {
+                self.tally.aggregated.fetch_add(1, Ordering::Relaxed);
+                if flush {
+                    self.flush_later(pod, name);
+                }
+                return;
+            }
+        }
         self.pending.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         let guard = Pending(self.pending.clone());
         let me = self.clone();
         tokio::spawn(async move {
-            let _ = me.post_event(&pod, reason, &message, warning).await;
+            if let Ok(name) = me.post_event(&pod, reason, &message, warning).await {
+                crate::sync::lock(&me.correlator).created(&pod.uid, reason, &message, name);
+            }
             drop(guard);
+        });
+    }
+
+    /// Writes a repeated Event's count once [`correlate::FLUSH`] has passed.
+    fn flush_later(&self, pod: PodRef, name: String) {
+        let me = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(correlate::FLUSH).await;
+            let Some(f) = crate::sync::lock(&me.correlator).flush(&name, Instant::now()) else {
+                return;
+            };
+            let Some(client) = me.client.borrow().clone() else {
+                return;
+            };
+            let api: Api<Event> = Api::namespaced(client, &pod.namespace);
+            let patch = serde_json::json!({
+                "count": f.count,
+                "lastTimestamp": Time(Timestamp::now()),
+            });
+            let done = tokio::time::timeout(
+                me.timeout,
+                api.patch(&f.name, &PatchParams::default(), &Patch::Merge(&patch)),
+            )
+            .await;
+            if !matches!(done, Ok(Ok(_))) {
+                debug!(event = %f.name, "cannot write a repeated Event's count (the log lines are the record)");
+            }
         });
     }
 
@@ -131,27 +209,28 @@ impl EventPoster {
     }
 
     /// Posts one Event on `pod`: `reason` (UpperCamelCase), a one-line
-    /// `message`, type Warning or Normal. Returns within the timeout; a
-    /// failure is logged here, so callers may ignore the result.
+    /// `message`, type Warning or Normal; its name. Returns within the
+    /// timeout; a failure is logged here, so callers may ignore the result.
     pub async fn post_event(
         &self,
         pod: &PodRef,
         reason: &str,
         message: &str,
         warning: bool,
-    ) -> Result<(), EventError> {
+    ) -> Result<String, EventError> {
         let post = async {
             let client = self.client.borrow().clone().ok_or(EventError::NotConnected)?;
             let ev = build_event(pod, reason, message, warning, &self.node, Timestamp::now());
+            let name = ev.metadata.name.clone().unwrap_or_default();
             let api: Api<Event> = Api::namespaced(client, &pod.namespace);
             match tokio::time::timeout(self.timeout, api.create(&PostParams::default(), &ev)).await {
-                Ok(r) => r.map(drop).map_err(EventError::from),
+                Ok(r) => r.map(|_| name).map_err(EventError::from),
                 Err(_) => Err(EventError::Timeout(self.timeout)),
             }
         };
         let result = post.await;
         match &result {
-            Ok(()) => debug!(pod = %format!("{}/{}", pod.namespace, pod.name), reason, "event posted"),
+            Ok(_) => debug!(pod = %format!("{}/{}", pod.namespace, pod.name), reason, "event posted"),
             Err(e) => warn!(
                 pod = %format!("{}/{}", pod.namespace, pod.name),
                 reason,

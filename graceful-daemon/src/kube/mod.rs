@@ -25,7 +25,7 @@
 //!     verbs: ["get", "list", "watch"]
 //!   - apiGroups: [""]
 //!     resources: ["events"]
-//!     verbs: ["create"]
+//!     verbs: ["create", "patch"]
 //! ```
 //!
 //! `get` is not used today; it is listed for `kubectl auth can-i` parity

@@ -61,6 +61,10 @@ pub struct MetricsSnapshot {
     pub watch_entries: u64,
     pub adoption: AdoptionFigures,
     pub api_connected: bool,
+    /// Events the agent did not post: repeats counted on one already
+    /// posted, and those past their pod's budget.
+    pub events_aggregated: u64,
+    pub events_dropped: u64,
 }
 
 /// Where the figures come from: the agent's view of its node, which
@@ -224,6 +228,16 @@ impl Collector for Live {
                 (label("kind", "counters_full"), snap.kernel.counters_full),
                 (label("kind", "underflow"), snap.kernel.underflow),
                 (label("kind", "events_lost"), snap.kernel.events_lost),
+            ],
+        )?;
+        labelled(
+            &mut e,
+            "events_not_posted",
+            "Events on pods the agent did not post as one each: repeats counted on one already posted (aggregated), and those over their pod's budget (dropped)",
+            MetricType::Counter,
+            &[
+                (label("why", "aggregated"), snap.events_aggregated),
+                (label("why", "dropped"), snap.events_dropped),
             ],
         )?;
         labelled(

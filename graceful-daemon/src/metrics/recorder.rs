@@ -47,9 +47,10 @@ type BuildLabels = [(&'static str, String); 4];
 /// zero from the start: a counter that appears at 1 is missed by
 /// `increase()`, and the alerts (deploy/helm) would not see the first
 /// error. A unit test checks the list against the calls in the sources.
-pub const ERROR_KINDS: [&str; 18] = [
+pub const ERROR_KINDS: [&str; 19] = [
     "api_busy",
     "drain",
+    "drain_uncounted",
     "exclusions",
     "feed_lagged",
     "gate_identify",
