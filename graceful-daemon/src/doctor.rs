@@ -178,6 +178,30 @@ pub fn findings(
         Err(e) => r.line(Level::Fail, "pins", e.to_string()),
     }
 
+    // The counters map: a cgroup that got no entry (the map full) had its
+    // connections go uncounted, and its drains are held to their deadline.
+    if let Ok(stats) = crate::bpf::maps::read_stats(pins) {
+        let full = stats[graceful_common::stat::COUNTERS_FULL as usize];
+        if full > 0 {
+            r.line(
+                Level::Warn,
+                "counters",
+                format!(
+                    "the counters map ({} cgroups) was full {full} time(s): those connections were not counted, \
+                     and drains of pods made before it are held to their deadline; find what makes so many \
+                     cgroups (`graceful cgroups`), then `graceful uninstall` and start the agent again to recount",
+                    graceful_common::MAX_CGROUPS
+                ),
+            );
+        } else {
+            r.line(
+                Level::Ok,
+                "counters",
+                "every cgroup with a connection got its counters",
+            );
+        }
+    }
+
     match crate::memcg::Budget::own() {
         Some(b) if b.is_short() => r.line(
             Level::Warn,

@@ -33,7 +33,42 @@ pub fn pod_object(pod: &SimPod, annotations: Value) -> Value {
     let list: Value = serde_json::from_str(&fill(&fixture("terminating/pods-list.json"), pod, None)).unwrap();
     let mut item = list["items"][0].clone();
     item["metadata"]["annotations"] = annotations;
+    declare_hooks(&mut item, TEST_HOOKS);
     item
+}
+
+/// The hooks the tests send, as the pods they send them to declare them:
+/// the gate drains only for a pod's own `preStop: httpGet` hooks.
+pub const TEST_HOOKS: &[&str] = &[
+    "/drain?policy=drained&settle=100ms&min=0s&max=20s",
+    "/drain?policy=drained&settle=100ms&min=0s&max=30s",
+    "/drain?policy=drained&min=0s&max=10s",
+    "/drain?policy=drained&settle=0s&min=0s&max=20s",
+    "/drain?policy=drained&settle=0s&min=0s&max=3s",
+    "/drain?policy=quiet&quiet=500ms&min=0s&max=20s",
+    "/drain?policy=quiet&quiet=500ms&min=0s&max=3s",
+    "/drain?container=app&ignore-ports=0&policy=drained&settle=0s&min=0s&max=3s",
+    "/drain?max=soon",
+    "/drain?polcy=quiet",
+    "/drain?scope=container",
+    "/drain?container=nope",
+];
+
+/// Declares each of `paths` as a `preStop: httpGet` hook to the gate's
+/// port, one a container (init containers of the pod object: the agent
+/// reads them as the API gives them, and no test runs them).
+pub fn declare_hooks(item: &mut Value, paths: &[&str]) {
+    let hooks: Vec<Value> = paths
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            serde_json::json!({
+                "name": format!("hook-{i}"), "image": "none",
+                "lifecycle": {"preStop": {"httpGet": {"path": p, "port": PORT}}},
+            })
+        })
+        .collect();
+    item["spec"]["initContainers"] = Value::Array(hooks);
 }
 
 /// A PodList of `items`, for [`crate::k8s::fake_api::Reply::list`].

@@ -38,9 +38,19 @@ pub struct Kernel {
     pub counters: Arc<Counters>,
     pub events: broadcast::Sender<Event>,
     stats: Arc<Stats>,
+    /// When the programs were last seen failing to make a counters entry.
+    full: Arc<Mutex<FullSeen>>,
     _reader: Arc<ring::Reader>,
     /// `None` for a handle on the maps alone (tests of the drain engine).
     object: Option<Arc<Object>>,
+}
+
+/// The programs' count of counters entries they could not make (the map
+/// full), as last read, and when it was last seen to rise.
+#[derive(Default)]
+struct FullSeen {
+    count: u64,
+    rose_at: Option<std::time::SystemTime>,
 }
 
 /// The loaded object. Its lock is held only to attach, detach or open an
@@ -64,6 +74,7 @@ impl Kernel {
             counters: Arc::new(Counters::open(pins)?),
             events,
             stats: Arc::new(Stats::open(pins)?),
+            full: Arc::default(),
             _reader: Arc::new(reader),
             object: None,
         })
@@ -112,7 +123,24 @@ impl Kernel {
 
     /// The programs' own figures, summed over CPUs.
     pub fn stats(&self) -> Result<[u64; stat::COUNT as usize], MapError> {
-        self.stats.read()
+        let s = self.stats.read()?;
+        let full = s[stat::COUNTERS_FULL as usize];
+        let mut f = sync::lock(&self.full);
+        if full > f.count {
+            // First seen at this read (at the agent's start, for counts
+            // from before it): as late as it can have been.
+            f.rose_at = Some(std::time::SystemTime::now());
+            f.count = full;
+        }
+        Ok(s)
+    }
+
+    /// When the counters map was last seen full (a connection whose
+    /// cgroup got no entry, and so no count); `None` if never. A cgroup made
+    /// before that may miss counts.
+    pub fn counters_full_at(&self) -> Option<std::time::SystemTime> {
+        let _ = self.stats();
+        sync::lock(&self.full).rose_at
     }
 
     /// Puts `cgroups` in the watch map with `flags` for as long as the

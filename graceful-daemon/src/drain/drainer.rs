@@ -162,6 +162,18 @@ impl Drainer {
         let pod = pod_of(&self.index, &self.hier, &who.pod)?;
         let (cgroups, dir) = cgroups_of(&self.hier, &pod, &who, acc.scope)?;
         let exit_dirs = after_dirs(&self.hier, &pod, &who, &acc.after_containers)?;
+        let uncounted = self.uncounted(&pod);
+        if uncounted {
+            let why = "the agent's counters map was full after this pod's cgroups were made \
+                       (graceful_kernel_errors_total{kind=\"counters_full\"}): some of its connections may not be counted, \
+                       so the drain is held to its deadline";
+            span.in_scope(|| warn!("{why}"));
+            self.metrics.error("drain_uncounted");
+            acc.warnings.push(why.into());
+            if let Some(api) = &self.pod_api {
+                api.uncounted(&who.pod, facts.container.as_deref(), why);
+            }
+        }
         let params = Params {
             policy: acc.policy,
             start_ns,
@@ -169,6 +181,7 @@ impl Drainer {
             max: Duration::from_millis(acc.max_ms),
             settle: Duration::from_millis(acc.settle_ms),
             quiet: Duration::from_millis(acc.quiet_ms),
+            uncounted,
         };
         span.in_scope(|| info!(scope = ?acc.scope, max_ms = acc.max_ms, max_from = ?acc.sources.get("max_ms"), "drain started"));
         Ok(Prepared {
@@ -185,6 +198,29 @@ impl Drainer {
             exclusions,
             span,
         })
+    }
+
+    /// Whether `pod`'s counts may be short: the counters map was seen full
+    /// (a connection's cgroup got no entry) after its cgroups were made.
+    fn uncounted(&self, pod: &crate::resolver::index::Pod) -> bool {
+        let Some(full_at) = self.kernel.counters_full_at() else {
+            return false;
+        };
+        // Its oldest cgroup: the pod's own, else its containers'.
+        let dirs = pod.path.iter().chain(pod.containers.iter().map(|c| &c.path));
+        let made = dirs
+            .filter_map(|p| std::fs::metadata(self.hier.dir(p)).ok())
+            .filter_map(|m| {
+                use std::os::unix::fs::MetadataExt as _;
+                u64::try_from(m.ctime()).ok()
+            })
+            .min();
+        let full_s = full_at
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        // A cgroup whose time cannot be read may have missed counts too.
+        made.is_none_or(|m| m <= full_s)
     }
 
     /// Runs a prepared drain to its release, calling `progress` whenever

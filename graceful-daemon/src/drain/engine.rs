@@ -41,6 +41,10 @@ pub struct Report {
     /// Connections the exclusions left out that were live at the release.
     #[serde(default, skip_serializing_if = "crate::is_zero")]
     pub ignored_at_release: u64,
+    /// The counts may have been short (the counters map was full), and
+    /// the drain was held to its deadline for it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub uncounted: bool,
 }
 
 /// One exclusion rule and what it left out.
@@ -201,6 +205,7 @@ pub async fn resume(
                     cgroups: cgroups.to_vec(),
                     ignored,
                     ignored_at_release: ignored_now,
+                    uncounted: params.uncounted,
                 });
             }
             Decision::WaitUntil(at) => {

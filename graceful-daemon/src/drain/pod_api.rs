@@ -85,6 +85,13 @@ impl PodApi {
         );
     }
 
+    /// A Warning Event: the drain of `uid` is held to its deadline, since
+    /// its counts may be short (`why`).
+    pub fn uncounted(&self, uid: &str, container: Option<&str>, why: &str) {
+        let who = container.map(|c| format!("container {c}: ")).unwrap_or_default();
+        self.post(uid, "DrainUncounted", format!("{who}{why}"), true);
+    }
+
     /// The Event of a released drain: Normal, or Warning when it hit its
     /// deadline with connections still open.
     pub fn released(&self, r: &DrainReport, container: Option<&str>) {

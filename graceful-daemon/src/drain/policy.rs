@@ -20,6 +20,10 @@ pub struct Params {
     pub max: Duration,
     pub settle: Duration,
     pub quiet: Duration,
+    /// The scope's counts may be short (the counters map was full after
+    /// its cgroups were made): zero proves nothing, so only the deadline
+    /// (or the containers waited for) releases it.
+    pub uncounted: bool,
 }
 
 impl Params {
@@ -74,6 +78,11 @@ pub fn decide(p: &Params, o: &Observed, now_ns: u64) -> Decision {
     });
 
     let candidates = [(drained_at, Reason::Drained), (quiet_at, Reason::Quiet)];
+    let candidates = if p.uncounted {
+        [(None, Reason::Drained), (None, Reason::Quiet)]
+    } else {
+        candidates
+    };
     let mut next = deadline;
     for (at, reason) in candidates {
         let Some(at) = at else { continue };

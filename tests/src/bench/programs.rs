@@ -31,5 +31,6 @@ pub fn immediate() -> Params {
         max: Duration::from_secs(10),
         settle: Duration::ZERO,
         quiet: Duration::ZERO,
+        uncounted: false,
     }
 }

@@ -28,6 +28,7 @@ fn params(policy: Policy, max: Duration) -> Params {
         max,
         settle: Duration::from_millis(100),
         quiet: Duration::from_millis(300),
+        uncounted: false,
     }
 }
 

@@ -84,6 +84,7 @@ fn exclusions_show_as_rules_held_and_counts_released() {
             cgroups: vec![1],
             ignored,
             ignored_at_release: at_release,
+            uncounted: false,
         },
     };
     let rule = |rule: &str, connections| Ignored {

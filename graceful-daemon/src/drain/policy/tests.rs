@@ -11,6 +11,7 @@ fn params(policy: Policy) -> Params {
         max: Duration::from_secs(30),
         settle: Duration::from_secs(1),
         quiet: Duration::from_secs(3),
+        uncounted: false,
     }
 }
 
