@@ -146,7 +146,8 @@ pub fn run(pins: &PinDir, api_socket: &std::path::Path, args: Args) -> anyhow::R
     super::require_root("graceful daemon")?;
     // The agent that a keeper runs has its socket in the environment.
     if args.keeper == Switch::On && std::env::var_os(crate::keeper::ENV).is_none() {
-        return crate::keeper::run::run(std::env::args_os().collect());
+        let scratch = api_socket.parent().unwrap_or(std::path::Path::new("/run"));
+        return crate::keeper::run::run(std::env::args_os().collect(), scratch);
     }
     agent::run(pins, api_socket, args.into())
 }

@@ -11,16 +11,20 @@
 //! - [`frames`]: what the agent tells it (deposit, withdraw, a drain's
 //!   point, take, settled, given), in the handover's format;
 //! - [`link`]: the agent's side, which the registry of
-//!   [`crate::handover::held`] drives.
+//!   [`crate::handover::held`] drives;
+//! - [`oom`]: the container's group OOM kill turned off, so that an OOM
+//!   kill of the agent spares the keeper.
 //!
 //! What a crash still loses: a connection accepted and not yet held (its
 //! request was still being read: `graceful-wait` reconnects, a kubelet's
 //! hook fails open), and everything when the keeper itself dies with its
-//! container. A held hook's report carries on: each point its drain sees
+//! container (the keeper turns the container's group OOM kill off, so an
+//! OOM kill of the agent is not that: [`oom`]). A held hook's report carries on: each point its drain sees
 //! is kept with the hook.
 
 pub mod frames;
 pub mod link;
+pub mod oom;
 pub mod restarts;
 pub mod run;
 pub mod store;

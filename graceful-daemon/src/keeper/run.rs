@@ -37,9 +37,22 @@ use crate::handover::{
 };
 
 /// Runs the agent `args` (this process's own command line) under a
-/// keeper until it ends; the agent's exit code.
-pub fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
+/// keeper until it ends; the agent's exit code. `scratch`: a writable
+/// directory of the keeper's (the API socket's).
+pub fn run(args: Vec<OsString>, scratch: &std::path::Path) -> anyhow::Result<i32> {
     crate::nofile::raise();
+    match super::oom::spare_the_keeper(scratch) {
+        Ok(super::oom::Spared::Set(cg)) => info!(
+            cgroup = %cg,
+            "keeper: the container's memory.oom.group set to 0: an OOM kill of the agent spares the keeper, and cuts no held hook"
+        ),
+        Ok(super::oom::Spared::AlreadyOff) => {}
+        Ok(super::oom::Spared::NoGroupKill) => {}
+        Err(e) => warn!(
+            error = %e,
+            "keeper: cannot turn the container's group OOM kill off: an OOM kill of the agent would take the keeper too, and cut every held hook"
+        ),
+    }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
