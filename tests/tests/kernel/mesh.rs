@@ -63,7 +63,7 @@ fn relayed_then_held(s: &mut Scene, meshed: Value, relay_from: &str, mesh_name: 
     assert_eq!(a.status, 403, "{a:?}");
     assert!(
         error_of(&a).contains(&format!(
-            "{relay_from} is {mesh_name}'s proxy in the pod, and the pod is not terminating"
+            "a request relayed by {mesh_name}'s proxy, and the pod is not terminating"
         )),
         "{a:?}"
     );

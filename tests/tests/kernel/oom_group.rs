@@ -1,0 +1,126 @@
+//! An OOM kill of the agent where the container's group kill is on, as
+//! the kubelet sets it on cgroup v2 (`memory.oom.group=1` on every
+//! container): the kernel kills every process of the container but those
+//! it spares, and a keeper killed with its agent cuts every hook it held.
+//! The keeper turns its container's group kill off as it starts; the OOM
+//! killer then takes the agent alone, and the keeper starts it again with
+//! the held hook kept. Runs where cgroup v2 has the memory controller (the
+//! qemu guests); a hybrid host (this machine) has no group kill, and the
+//! test says it skipped.
+
+use std::time::Duration;
+
+use graceful_tests::{
+    agent::Agent,
+    cgroup::Cgroup,
+    gate::{engaged, finish_engaged, hook, wait_draining},
+    memcg::MemCgroup,
+    peer::held_connections,
+    pod::SimPod,
+    unique,
+};
+
+use crate::require_root;
+
+/// `memory.events`' `oom_kill` count of `memcg`.
+fn oom_kills(memcg: &MemCgroup) -> u64 {
+    std::fs::read_to_string(memcg.dir().join("memory.events"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("oom_kill ").and_then(|v| v.trim().parse().ok()))
+        .unwrap_or(0)
+}
+
+#[test]
+fn an_oom_kill_of_the_agent_under_the_group_kill_cuts_no_held_hook() {
+    require_root!();
+    let memcg = MemCgroup::create(&unique("oom")).unwrap();
+    if memcg.version() != "v2" {
+        eprintln!("SKIPPED {}: no memory controller on cgroup v2 here, so no group OOM kill to survive (the qemu guests run it)", module_path!());
+        return;
+    }
+    // As the kubelet leaves every container on cgroup v2.
+    std::fs::write(memcg.dir().join("memory.oom.group"), "1").unwrap();
+    let mut agent = Agent::with_gate().kept();
+    agent.cgroup = Some(memcg.dir().to_path_buf());
+    agent.start();
+    let group = std::fs::read_to_string(memcg.dir().join("memory.oom.group")).unwrap();
+    assert_eq!(
+        group.trim(),
+        "0",
+        "the keeper left the group kill on: {}",
+        agent.log_text()
+    );
+
+    let pod = SimPod::create(1);
+    let lb = Cgroup::unique("lb");
+    let (mut app, _pool) = held_connections(pod.container(0), &lb, 2);
+    let mut child = hook(
+        &agent,
+        pod.container(0),
+        &["--min", "0s", "--settle", "100ms", "--max", "60s"],
+    );
+    let stdout = engaged(&mut child);
+    wait_draining(&agent, 1);
+
+    // A limit the agent has crossed by half its own memory: the OOM killer
+    // takes the largest process of the cgroup, the agent, whose death
+    // brings the cgroup under it (the pinned maps it made stay charged);
+    // the limit goes back once it has.
+    let keeper = agent.pid().unwrap();
+    let procs = std::fs::read_to_string(memcg.dir().join("cgroup.procs")).unwrap();
+    let agent_pid: u32 = procs
+        .lines()
+        .filter_map(|l| l.parse().ok())
+        .find(|p| *p != keeper)
+        .unwrap_or_else(|| panic!("no agent beside the keeper: {procs}"));
+    let rss_kib: u64 = std::fs::read_to_string(format!("/proc/{agent_pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("RssAnon:")
+                .and_then(|v| v.trim().trim_end_matches(" kB").parse().ok())
+        })
+        .unwrap();
+    let usage = memcg.usage().unwrap();
+    let limit = usage - rss_kib * 1024 / 2;
+    let before = oom_kills(&memcg);
+    memcg.set_limit(limit).unwrap();
+    graceful_tests::wait_for(30, "the OOM killer", || {
+        (oom_kills(&memcg) > before).then_some(())
+    });
+    memcg.set_limit(u64::MAX / 2).unwrap();
+    let kills = oom_kills(&memcg) - before;
+
+    let log = graceful_tests::wait_for(60, "the keeper's new agent to serve the held hook", || {
+        let log = agent.log_text();
+        (log.contains("keeper: the agent was killed by SIGKILL")
+            && log.contains("taking the listeners and held hooks it kept"))
+        .then_some(log)
+    });
+    assert!(
+        !log.contains("keeper: the agent ended; so does the keeper"),
+        "{log}"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the hook ended with the agent: {log}"
+    );
+    app.cmd("close-in 2 fin");
+    let (report, out) = finish_engaged(child, stdout);
+    assert_eq!(report["reason"], "drained", "{out}");
+    assert!(
+        !out.contains("reconnecting"),
+        "the hook was cut and reconnected: {out}"
+    );
+    assert!(
+        std::path::Path::new(&format!("/proc/{keeper}")).exists(),
+        "the keeper died"
+    );
+    eprintln!(
+        "memory.oom.group 1 -> 0 by the keeper; {kills} OOM kill(s) of the agent ({rss_kib} KiB anonymous) at a limit of {} KiB (usage {} KiB): the keeper lived, 0 hooks cut",
+        limit / 1024,
+        usage / 1024
+    );
+}

@@ -1,0 +1,80 @@
+//! A pod's hook whose drain request is padded to just under the gate's
+//! bound with whitespace (valid JSON, 64 KiB): before, the agent carried
+//! the body as sent in the handover's record, which then did not fit a
+//! frame, and a successor could not take the node over (a DaemonSet
+//! rollout stalled on one such pod per node). The record carries the
+//! request as parsed now: the successor takes the hook over at once and
+//! answers it.
+
+use std::{
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use graceful_tests::{
+    agent::Agent,
+    cgroup::{start_in, Cgroup},
+    gate::wait_draining,
+    peer::held_connections,
+    pod::SimPod,
+};
+
+use crate::require_root;
+
+/// A hook in `cg` that posts a drain request padded to `size` bytes and
+/// prints each line of the answer.
+fn padded_hook(agent: &Agent, cg: &Cgroup, size: usize) -> std::process::Child {
+    let script = "import socket, sys, time\n\
+                  body = b'{\"policy\":\"drained\",\"min_ms\":0,\"settle_ms\":100,\"max_ms\":30000,\"started_unix_ms\":%d' % int(time.time()*1000)\n\
+                  body += b' ' * (int(sys.argv[2]) - len(body) - 1) + b'}'\n\
+                  s = socket.socket(socket.AF_UNIX)\n\
+                  s.connect(sys.argv[1])\n\
+                  s.sendall(b'POST /v1/drain HTTP/1.1\\r\\nhost: g\\r\\ncontent-type: application/json\\r\\ncontent-length: %d\\r\\nconnection: close\\r\\n\\r\\n' % len(body) + body)\n\
+                  f = s.makefile('rb')\n\
+                  for line in f:\n\
+                  \x20   sys.stdout.write(line.decode(errors='replace')); sys.stdout.flush()\n";
+    let mut cmd = Command::new("python3");
+    cmd.args(["-c", script])
+        .arg(agent.gate_sock())
+        .arg(size.to_string())
+        .stdout(Stdio::piped());
+    start_in(&mut cmd, cg.dir());
+    cmd.spawn().expect("python3")
+}
+
+#[test]
+fn a_hook_padded_to_the_bodys_bound_is_handed_over_and_answered() {
+    require_root!();
+    let mut first = Agent::with_gate();
+    first.start();
+    let pod = SimPod::create(1);
+    let lb = Cgroup::unique("lb");
+    let (mut app, _pool) = held_connections(pod.container(0), &lb, 2);
+    let child = padded_hook(&first, pod.container(0), graceful_api::MAX_BODY - 16);
+    wait_draining(&first, 1);
+
+    let t = Instant::now();
+    let mut second = first.successor();
+    second.start();
+    let took = t.elapsed();
+    let log = second.log_text();
+    assert!(
+        log.contains("serving the hooks the previous agent held") && log.contains("exec_hooks=1"),
+        "the successor did not take the padded hook over: {log}"
+    );
+    wait_draining(&second, 1);
+    app.cmd("close-in 2 fin");
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let report = text
+        .lines()
+        .find(|l| l.contains("\"type\":\"report\""))
+        .unwrap_or_else(|| panic!("no report: {text}"));
+    assert!(report.contains("\"reason\":\"drained\""), "{report}");
+    eprintln!(
+        "a hook padded to {} bytes: the successor took the node over in {took:?} and answered it",
+        graceful_api::MAX_BODY - 16
+    );
+    assert!(took < Duration::from_secs(30), "{took:?}");
+    drop(second);
+}
