@@ -27,6 +27,7 @@ mod restart;
 mod rollout;
 mod seeds;
 mod socket_gate;
+mod tenants;
 
 use graceful_tests::cluster::{Cluster, TEST_APP_IMAGE};
 

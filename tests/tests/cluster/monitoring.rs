@@ -3,8 +3,9 @@
 //! chart's PodMonitor has it), scrapes its metrics address, and evaluates
 //! the chart's alert rules.
 //!
-//! - a pod's series keep their `namespace` and `pod` (no `exported_`), and
-//!   count what ss counts;
+//! - the metrics address names no pod as shipped (it is on the pod
+//!   network); with `--metrics-pods on`, a pod's series keep their
+//!   `namespace` and `pod` (no `exported_`), and count what ss counts;
 //! - every query of the chart's dashboard returns series;
 //! - `promtool check metrics` passes on the agent pod's own scrape;
 //! - an agent that stops answering fires `GracefulAgentDown`.
@@ -63,6 +64,80 @@ impl Drop for Stopped {
     }
 }
 
+/// The agent's `/metrics` on its metrics address, scraped from the node.
+fn scrape(cluster: &Cluster, agent: &str) -> String {
+    let ip = cluster.kubectl(&[
+        "-n",
+        AGENT_NAMESPACE,
+        "get",
+        "pod",
+        agent,
+        "-o",
+        "jsonpath={.status.podIP}",
+    ]);
+    let addr = format!("{ip}:{AGENT_METRICS_PORT}").parse().unwrap();
+    cluster.get_on_node(addr, "/metrics").unwrap()
+}
+
+/// The agent's DaemonSet with `--metrics-pods on`, until dropped (then
+/// deploy/base's again).
+struct MetricsPods<'a>(&'a Cluster);
+
+impl<'a> MetricsPods<'a> {
+    fn on(cluster: &'a Cluster) -> MetricsPods<'a> {
+        let patch = r#"[{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":"--metrics-pods"},
+                        {"op":"add","path":"/spec/template/spec/containers/0/args/-","value":"on"}]"#;
+        cluster.kubectl(&[
+            "-n",
+            AGENT_NAMESPACE,
+            "patch",
+            "ds/graceful",
+            "--type=json",
+            "-p",
+            patch,
+        ]);
+        cluster.agent_rollout().unwrap();
+        MetricsPods(cluster)
+    }
+}
+
+impl Drop for MetricsPods<'_> {
+    fn drop(&mut self) {
+        // apply -k would leave the patched list be (its last-applied list
+        // is unchanged): the args are put back as they were.
+        let ds = self.0.json(&["-n", AGENT_NAMESPACE, "get", "ds/graceful"]);
+        let args: Vec<Value> = ds["spec"]["template"]["spec"]["containers"][0]["args"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let mut kept = Vec::new();
+        let mut it = args.into_iter().peekable();
+        while let Some(a) = it.next() {
+            if a == "--metrics-pods" {
+                it.next();
+                continue;
+            }
+            kept.push(a);
+        }
+        let patch = serde_json::json!([{"op": "replace", "path": "/spec/template/spec/containers/0/args", "value": kept}]);
+        let back = self
+            .0
+            .try_kubectl(&[
+                "-n",
+                AGENT_NAMESPACE,
+                "patch",
+                "ds/graceful",
+                "--type=json",
+                "-p",
+                &patch.to_string(),
+            ])
+            .and_then(|_| self.0.agent_rollout());
+        if let Err(e) = back {
+            eprintln!("cannot put deploy/base's agent back: {e}");
+        }
+    }
+}
+
 #[test]
 fn prometheus_scrapes_the_agent_the_dashboard_has_series_and_a_stopped_agent_alerts() {
     let (cluster, _serial) = crate::node();
@@ -72,6 +147,16 @@ fn prometheus_scrapes_the_agent_the_dashboard_has_series_and_a_stopped_agent_ale
     let _clients = Clients::open(&cluster, format!("{}:8080", server.ip).parse().unwrap(), 4);
     let kernel = oracle::view(Some(&server.netns()), &server.container_cgroup("app"));
     assert_eq!(kernel.inbound_live, 4);
+
+    // As shipped, the metrics address (on the pod network) names no pod.
+    let shipped = scrape(&cluster, &cluster.agent_pod(60));
+    assert!(
+        !shipped.contains("graceful_pod_inbound_connections{") && !shipped.contains(&ns.name),
+        "the metrics address names pods as shipped: {shipped}"
+    );
+    // The per-pod series on, as a platform team that scrapes them turns
+    // them on (`agent.metricsPods`, with its NetworkPolicy).
+    let _restore = MetricsPods::on(&cluster);
 
     // The agent pod's own scrape, as curl would read it: promtool finds nothing.
     let agent = cluster.agent_pod(60);

@@ -6,41 +6,17 @@
 //! request as parsed now: the successor takes the hook over at once and
 //! answers it.
 
-use std::{
-    process::{Command, Stdio},
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
 use graceful_tests::{
     agent::Agent,
-    cgroup::{start_in, Cgroup},
-    gate::wait_draining,
+    cgroup::Cgroup,
+    gate::{padded_hook, wait_draining},
     peer::held_connections,
     pod::SimPod,
 };
 
 use crate::require_root;
-
-/// A hook in `cg` that posts a drain request padded to `size` bytes and
-/// prints each line of the answer.
-fn padded_hook(agent: &Agent, cg: &Cgroup, size: usize) -> std::process::Child {
-    let script = "import socket, sys, time\n\
-                  body = b'{\"policy\":\"drained\",\"min_ms\":0,\"settle_ms\":100,\"max_ms\":30000,\"started_unix_ms\":%d' % int(time.time()*1000)\n\
-                  body += b' ' * (int(sys.argv[2]) - len(body) - 1) + b'}'\n\
-                  s = socket.socket(socket.AF_UNIX)\n\
-                  s.connect(sys.argv[1])\n\
-                  s.sendall(b'POST /v1/drain HTTP/1.1\\r\\nhost: g\\r\\ncontent-type: application/json\\r\\ncontent-length: %d\\r\\nconnection: close\\r\\n\\r\\n' % len(body) + body)\n\
-                  f = s.makefile('rb')\n\
-                  for line in f:\n\
-                  \x20   sys.stdout.write(line.decode(errors='replace')); sys.stdout.flush()\n";
-    let mut cmd = Command::new("python3");
-    cmd.args(["-c", script])
-        .arg(agent.gate_sock())
-        .arg(size.to_string())
-        .stdout(Stdio::piped());
-    start_in(&mut cmd, cg.dir());
-    cmd.spawn().expect("python3")
-}
 
 #[test]
 fn a_hook_padded_to_the_bodys_bound_is_handed_over_and_answered() {
@@ -50,7 +26,11 @@ fn a_hook_padded_to_the_bodys_bound_is_handed_over_and_answered() {
     let pod = SimPod::create(1);
     let lb = Cgroup::unique("lb");
     let (mut app, _pool) = held_connections(pod.container(0), &lb, 2);
-    let child = padded_hook(&first, pod.container(0), graceful_api::MAX_BODY - 16);
+    let child = padded_hook(
+        &first.gate_sock(),
+        pod.container(0).dir(),
+        graceful_api::MAX_BODY - 16,
+    );
     wait_draining(&first, 1);
 
     let t = Instant::now();
