@@ -11,9 +11,12 @@
 //!
 //! buildah's state lives under `target/image/` (`--root`, `--runroot`, the
 //! vfs driver, a signature policy of its own): nothing in
-//! /var/lib/containers or /etc/containers is read or written. The image's
-//! creation time is the commit's (`--timestamp`), so one commit gives one
-//! image id.
+//! /etc/containers is read or written. What buildah makes on the host
+//! whatever its `--root` (a CNI lock under /etc/cni, a blob-info cache
+//! under /var/lib/containers: measured on a fresh machine) is taken away
+//! after it ran, when it was not there before ([`HostTraces`]). The
+//! image's creation time is the commit's (`--timestamp`), so one commit
+//! gives one image id.
 
 use std::{
     fs,
@@ -72,8 +75,41 @@ impl Buildah {
     }
 }
 
+/// What buildah makes on the host whatever its `--root`: the CNI network
+/// lock (`/etc/cni/net.d/cni.lock`) and containers/image's blob-info
+/// cache (`/var/lib/containers/cache/blob-info-cache-v1.boltdb`).
+const HOST_TRACES: [&str; 2] = ["/etc/cni", "/var/lib/containers"];
+
+/// Those of [`HOST_TRACES`] absent when it was made, removed when dropped:
+/// what this run of buildah made, and nothing a machine had before.
+struct HostTraces(Vec<&'static str>);
+
+impl HostTraces {
+    fn note() -> HostTraces {
+        HostTraces(
+            HOST_TRACES
+                .into_iter()
+                .filter(|p| !Path::new(p).exists())
+                .collect(),
+        )
+    }
+}
+
+impl Drop for HostTraces {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            if let Err(e) = fs::remove_dir_all(p) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    eprintln!("cannot remove {p}, which buildah made: {e}");
+                }
+            }
+        }
+    }
+}
+
 /// Builds the static binaries, then the image; writes its OCI archive.
 pub fn build() -> anyhow::Result<Built> {
+    let _traces = HostTraces::note();
     anyhow::ensure!(
         util::which("buildah").is_some(),
         "buildah is not installed: run `cargo xtask setup` (it installs Debian's buildah)"
@@ -163,6 +199,7 @@ impl Built {
     /// Pushes every tag's version to `repository` (`registry.example/graceful/agent`),
     /// with the credentials `buildah login` or `REGISTRY_AUTH_FILE` give.
     pub fn push(&self, repository: &str) -> anyhow::Result<Vec<String>> {
+        let _traces = HostTraces::note();
         let mut pushed = Vec::new();
         for t in &self.tags {
             let tag = t.rsplit_once(':').map(|(_, t)| t).unwrap_or(t);

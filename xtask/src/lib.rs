@@ -4,6 +4,7 @@
 //! program ([`lab`]), so the dependency runs one way.
 
 pub mod build;
+pub mod host;
 pub mod image;
 pub mod lab;
 pub mod setup;

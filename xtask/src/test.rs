@@ -5,11 +5,14 @@
 //! `GRACEFUL_BIN`. They run first, with no cluster beside them; then the
 //! end-to-end tests run on the test node of `cargo xtask cluster`, which is
 //! brought up for them (and down after, if it was not up before). The exit
-//! code is the first failing `cargo test`'s.
+//! code is the first failing `cargo test`'s; then the run itself must have
+//! left nothing on the host ([`xtask::host`]): what it added to the
+//! directories a node and the tests write to is listed, and the exit code
+//! is 1.
 
 use xtask::{
     build::build_agent,
-    lab,
+    host, lab,
     util::{self, cargo, display},
 };
 
@@ -40,16 +43,36 @@ impl Phases {
 pub fn run(no_cluster: bool, args: &[String]) -> anyhow::Result<i32> {
     util::require_root("cargo xtask test")?;
     let mut phases = Phases::new();
-    let code = run_phases(no_cluster, args, &mut phases);
+    let mut before = None;
+    let code = run_phases(no_cluster, args, &mut phases, &mut before);
     phases.report();
-    code
+    let code = code?;
+    // What the run left, counted from after setup (which installs
+    // packages) and the agent's build.
+    let left = before
+        .map(|b| host::added(&b, &host::entries()))
+        .unwrap_or_default();
+    if !left.is_empty() {
+        eprintln!(
+            "error: every test ran, but the run left these on the host (not there before it):\n  {}",
+            left.join("\n  ")
+        );
+        return Ok(if code == 0 { 1 } else { code });
+    }
+    Ok(code)
 }
 
-fn run_phases(no_cluster: bool, args: &[String], phases: &mut Phases) -> anyhow::Result<i32> {
+fn run_phases(
+    no_cluster: bool,
+    args: &[String],
+    phases: &mut Phases,
+    before: &mut Option<std::collections::BTreeSet<String>>,
+) -> anyhow::Result<i32> {
     xtask::setup::run()?;
     phases.mark("setup");
     let bin = build_agent(false)?;
     phases.mark("agent build");
+    *before = Some(host::entries());
 
     // The kernel tests first, with no cluster agent's programs beside them.
     let mut cmd = cargo();

@@ -1,7 +1,8 @@
 //! The host as the first `up` found it, so that `down` can show that it
 //! left nothing behind: mounts, network namespaces, cgroups, interfaces,
 //! the host's iptables rules, the cluster's processes and the entries of
-//! the directories a node writes to.
+//! the directories a node writes to (`xtask::host`, whose rule of what
+//! the tools make on any machine applies here too).
 
 use std::{collections::BTreeSet, fs, path::Path, process::Command};
 
@@ -10,12 +11,6 @@ use serde::{Deserialize, Serialize};
 use super::Paths;
 use crate::mounts;
 
-/// Directories whose entries a node's processes may add to.
-const WATCHED: &[&str] = &["/run", "/var/lib", "/var/log", "/etc", "/opt", "/sys/fs/bpf"];
-/// Entries that `ip netns` makes on first use, on any machine that ever ran
-/// it: the machine's ordinary state, not traces of the cluster. (A mount at
-/// /run/netns that `ip netns add` made is still compared, as a mount.)
-const ORDINARY: &[&str] = &["/run/netns", "/run/mount"];
 /// The cluster's programs, as their process names show.
 const PROGRAMS: &[&str] = &[
     "etcd",
@@ -95,7 +90,7 @@ impl Footprint {
                 .filter(|l| !l.starts_with('#') && !l.starts_with(':'))
                 .collect(),
             processes,
-            entries: WATCHED.iter().flat_map(|d| names(Path::new(d))).collect(),
+            entries: xtask::host::entries(),
         }
     }
 
@@ -132,13 +127,9 @@ impl Footprint {
         diff("interface", &self.links, &now.links);
         diff("iptables rule", &self.iptables, &now.iptables);
         diff("process", &self.processes, &now.processes);
-        let entries: BTreeSet<String> = now
-            .entries
-            .iter()
-            .filter(|e| !ORDINARY.contains(&e.as_str()))
-            .cloned()
-            .collect();
-        diff("path", &self.entries, &entries);
+        for x in xtask::host::added(&self.entries, &now.entries) {
+            out.push(format!("path {x}"));
+        }
         out
     }
 

@@ -20,6 +20,10 @@ impl Kubectl {
 
     pub fn cmd(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new("kubectl");
+        // Its cache beside the kubeconfig (see `Paths::kube_cache`).
+        if let Some(dir) = self.kubeconfig.parent() {
+            cmd.env("KUBECACHEDIR", dir.join("kube-cache"));
+        }
         cmd.arg("--kubeconfig")
             .arg(&self.kubeconfig)
             .args(["--request-timeout", "10s"])

@@ -115,6 +115,12 @@ impl Paths {
     pub fn kubeconfig(&self) -> PathBuf {
         self.root.join("kubeconfig")
     }
+    /// kubectl's discovery and HTTP cache for this node (`KUBECACHEDIR`):
+    /// beside the kubeconfig, so `down` takes it with the rest, instead of
+    /// the user's `~/.kube/cache`.
+    pub fn kube_cache(&self) -> PathBuf {
+        self.root.join("kube-cache")
+    }
     pub fn pki(&self) -> PathBuf {
         self.root.join("pki")
     }
@@ -170,6 +176,7 @@ fn env(paths: &Paths) -> anyhow::Result<()> {
         .with_context(|| format!("the running node's version ({})", paths.version_file().display()))?;
     let kube = build::built(version.trim())?;
     println!("GRACEFUL_KUBECONFIG={}", paths.kubeconfig().display());
+    println!("KUBECACHEDIR={}", paths.kube_cache().display());
     println!("PATH={}", kube.path_env());
     Ok(())
 }
@@ -260,6 +267,7 @@ impl Session {
     /// its programs first on PATH (the tests' kubectl is the node's).
     pub fn point(&self, cmd: &mut std::process::Command) {
         cmd.env("GRACEFUL_KUBECONFIG", &self.kubeconfig)
+            .env("KUBECACHEDIR", self.paths.kube_cache())
             .env("PATH", self.kube.path_env());
     }
 

@@ -8,6 +8,15 @@ fn with_entries(entries: &[&str]) -> Footprint {
 }
 
 #[test]
+fn what_iptables_makes_on_its_first_run_is_not_a_trace() {
+    // A fresh machine: no /run/xtables.lock before the first `up`; the
+    // node's iptables (kube-proxy, the CNI, istio-iptables) made it.
+    let before = with_entries(&["/run/lock"]);
+    let after = with_entries(&["/run/lock", "/run/xtables.lock"]);
+    assert!(before.added_in(&after).is_empty());
+}
+
+#[test]
 fn what_ip_netns_makes_is_not_a_trace() {
     // A fresh machine: neither /run/netns nor /run/mount before the first
     // `up`; `ip netns add` made both, and the node left /run/containerd.
