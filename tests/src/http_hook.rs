@@ -232,6 +232,21 @@ impl Scene {
         }
     }
 
+    /// The pod as the API tells the agent now: `annotations` (the gate's
+    /// among them) and, if `terminating`, its deletion, pushed as a
+    /// MODIFIED watch event, and given the agent's store a moment.
+    pub fn update(&self, annotations: Value, terminating: bool) {
+        let mut obj = pod_object(&self.pod, annotations);
+        if terminating {
+            let now = k8s_openapi::jiff::Timestamp::now();
+            obj["metadata"]["deletionTimestamp"] =
+                serde_json::json!(now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
+            obj["metadata"]["deletionGracePeriodSeconds"] = serde_json::json!(30);
+        }
+        self.api.push(&watch_line("MODIFIED", &obj));
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+
     /// The gate's address: the pod's own, as the kubelet's hook has it.
     pub fn gate(&self) -> SocketAddr {
         format!("{}:{PORT}", self.net.b_v4).parse().unwrap()

@@ -7,14 +7,15 @@
 //! 1. **One of the node's own addresses**, from a process outside every
 //!    pod as the node's kernel tells its socket: the kubelet (or root on
 //!    the node). Any time. A hostNetwork pod shares the node's addresses,
-//!    not its cgroups: refused.
-//! 2. **Relayed**: Istio ambient's SNAT address (169.254.7.127, which a
-//!    forger cannot complete a handshake from), a connection from inside
-//!    the pod of a pod whose mesh proxy relays the hook (loopback, Istio's
-//!    127.0.0.6 or `::6`, the pod's own address), or a node address whose
-//!    socket the node's kernel does not show (a NAT on the way). The relay
-//!    carries anyone's request as its own; what it carries is judged per
-//!    request.
+//!    not its cgroups: refused. Istio ambient's SNAT address (169.254.7.127,
+//!    from which a forger cannot complete a handshake) stands for a node
+//!    address, for a pod istio-cni enrolled: its socket is looked up as the
+//!    node's from each of the node's addresses, the same port.
+//! 2. **Relayed**: a connection from inside the pod of a pod whose mesh
+//!    proxy relays the hook (loopback, Istio's 127.0.0.6 or `::6`, the
+//!    pod's own address), or a node's connection whose socket the node's
+//!    kernel does not show (a NAT on the way). The relay carries anyone's
+//!    request as its own; what it carries is judged per request.
 //! 3. Anyone else: `403`, with what to change when a mesh is in the way.
 //!
 //! **Per request** ([`spec_hook`], and the pod's termination): a request
@@ -51,27 +52,44 @@ pub enum Peer {
 
 /// The class of `peer`, met on a connection to `local` (the pod's own
 /// address, as the connection arrived) on the gate's `port`; `caller`
-/// asks the node's kernel whose socket a node address's is. A refusal is
-/// the `403`'s line.
+/// asks the node's kernel whose socket a connection from the node's
+/// address it is given was. A refusal is the `403`'s line.
 pub fn judge(
     node: &NodeAddrs,
     mesh: Option<&Mesh>,
     port: u16,
     (peer, local): (IpAddr, Option<IpAddr>),
-    caller: impl FnOnce() -> NodeCaller,
+    caller: impl Fn(IpAddr) -> NodeCaller,
 ) -> Result<Peer, String> {
-    if node.is_node(peer) {
-        return match caller() {
+    // A dual-stack listener meets IPv4 peers as IPv4-mapped addresses.
+    let peer = peer.to_canonical();
+    let from_node = if node.is_node(peer) {
+        Some(caller(peer))
+    } else if mesh.is_some_and(|m| m.node_alias(peer)) {
+        // The SNAT kept the source port: the node's socket is the one
+        // from one of its own addresses.
+        let same_family = node
+            .current()
+            .into_iter()
+            .filter(|a| a.is_ipv4() == peer.is_ipv4());
+        Some(
+            same_family
+                .map(&caller)
+                .find(|c| *c != NodeCaller::Unknown)
+                .unwrap_or(NodeCaller::Unknown),
+        )
+    } else {
+        None
+    };
+    if let Some(c) = from_node {
+        return match c {
             NodeCaller::Host { .. } => Ok(Peer::Kubelet),
             NodeCaller::Unknown => Ok(Peer::Relayed),
             NodeCaller::Pod { uid } => Err(format!(
-                "{peer} is this node's address, used by pod {} on the host network: the httpGet gate answers the kubelet's hooks only",
+                "{peer} is this node's, used by pod {} on the host network: the httpGet gate answers the kubelet's hooks only",
                 graceful_api::clip(&uid, 64)
             )),
         };
-    }
-    if mesh.is_some_and(|m| m.node_alias(peer)) {
-        return Ok(Peer::Relayed);
     }
     let inside = in_pod(peer, local);
     match mesh {

@@ -156,10 +156,12 @@ pub async fn serve(listener: TcpListener, gate: Arc<Gate>, ctx: Arc<Ctx>) {
         let pod = ctx.pods.get(&gate.uid);
         let mesh = pod.as_deref().and_then(|p| crate::kube::mesh::of(p, gate.port));
         let local = stream.local_addr().ok();
-        let caller = || {
-            let index = ctx.hooks.drainer.index.clone();
+        let caller = |from: std::net::IpAddr| {
+            let index = &ctx.hooks.drainer.index;
             match local {
-                Some(l) => ctx.node.caller(peer, l, |id| sync::read(&index).owner(id)),
+                Some(l) => ctx.node.caller(SocketAddr::new(from, peer.port()), l, |id| {
+                    sync::read(index).owner(id)
+                }),
                 None => crate::node_addrs::NodeCaller::Unknown,
             }
         };

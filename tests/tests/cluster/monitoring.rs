@@ -64,9 +64,9 @@ impl Drop for Stopped {
     }
 }
 
-/// The agent's `/metrics` on its metrics address, scraped from the node.
-fn scrape(cluster: &Cluster, agent: &str) -> String {
-    let ip = cluster.kubectl(&[
+/// The agent pod's address.
+fn agent_ip(cluster: &Cluster, agent: &str) -> String {
+    cluster.kubectl(&[
         "-n",
         AGENT_NAMESPACE,
         "get",
@@ -74,8 +74,14 @@ fn scrape(cluster: &Cluster, agent: &str) -> String {
         agent,
         "-o",
         "jsonpath={.status.podIP}",
-    ]);
-    let addr = format!("{ip}:{AGENT_METRICS_PORT}").parse().unwrap();
+    ])
+}
+
+/// The agent's `/metrics` on its metrics address, scraped from the node.
+fn scrape(cluster: &Cluster, agent: &str) -> String {
+    let addr = format!("{}:{AGENT_METRICS_PORT}", agent_ip(cluster, agent))
+        .parse()
+        .unwrap();
     cluster.get_on_node(addr, "/metrics").unwrap()
 }
 
@@ -83,20 +89,26 @@ fn scrape(cluster: &Cluster, agent: &str) -> String {
 /// deploy/base's again).
 struct MetricsPods<'a>(&'a Cluster);
 
+/// The agent's DaemonSet patched with the JSON patch `patch`, its rollout
+/// waited for.
+fn patch_agent(cluster: &Cluster, patch: &str) -> Result<(), String> {
+    cluster.try_kubectl(&[
+        "-n",
+        AGENT_NAMESPACE,
+        "patch",
+        "ds/graceful",
+        "--type=json",
+        "-p",
+        patch,
+    ])?;
+    cluster.agent_rollout()
+}
+
 impl<'a> MetricsPods<'a> {
     fn on(cluster: &'a Cluster) -> MetricsPods<'a> {
         let patch = r#"[{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":"--metrics-pods"},
                         {"op":"add","path":"/spec/template/spec/containers/0/args/-","value":"on"}]"#;
-        cluster.kubectl(&[
-            "-n",
-            AGENT_NAMESPACE,
-            "patch",
-            "ds/graceful",
-            "--type=json",
-            "-p",
-            patch,
-        ]);
-        cluster.agent_rollout().unwrap();
+        patch_agent(cluster, patch).unwrap();
         MetricsPods(cluster)
     }
 }
@@ -120,19 +132,7 @@ impl Drop for MetricsPods<'_> {
             kept.push(a);
         }
         let patch = serde_json::json!([{"op": "replace", "path": "/spec/template/spec/containers/0/args", "value": kept}]);
-        let back = self
-            .0
-            .try_kubectl(&[
-                "-n",
-                AGENT_NAMESPACE,
-                "patch",
-                "ds/graceful",
-                "--type=json",
-                "-p",
-                &patch.to_string(),
-            ])
-            .and_then(|_| self.0.agent_rollout());
-        if let Err(e) = back {
+        if let Err(e) = patch_agent(self.0, &patch.to_string()) {
             eprintln!("cannot put deploy/base's agent back: {e}");
         }
     }
@@ -160,15 +160,7 @@ fn prometheus_scrapes_the_agent_the_dashboard_has_series_and_a_stopped_agent_ale
 
     // The agent pod's own scrape, as curl would read it: promtool finds nothing.
     let agent = cluster.agent_pod(60);
-    let ip = cluster.kubectl(&[
-        "-n",
-        AGENT_NAMESPACE,
-        "get",
-        "pod",
-        &agent,
-        "-o",
-        "jsonpath={.status.podIP}",
-    ]);
+    let ip = agent_ip(&cluster, &agent);
     let addr = format!("{ip}:{AGENT_METRICS_PORT}").parse().unwrap();
     let scrape = cluster.on_node(move || {
         let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();

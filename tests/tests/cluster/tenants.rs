@@ -257,27 +257,16 @@ fn a_thousand_drains_started_and_abandoned_in_a_minute_cost_a_few_events() {
     assert!(cpu_s < 10.0, "the agent spent {cpu_s} s of CPU");
 }
 
-/// A pod of the test app mounting the gate directory `path` (its
-/// `hostPath`) at /graceful, read-only or not.
+/// The suite's app pod (which mounts the gate directory read-only at
+/// /graceful), its gate volume's `hostPath` made `path` and its mount
+/// read-only or not.
 fn mounting(name: &str, path: &str, read_only: bool) -> String {
-    format!(
-        r#"apiVersion: v1
-kind: Pod
-metadata:
-  name: {name}
-  namespace: NAMESPACE
-spec:
-  containers:
-    - name: app
-      image: {app}
-      volumeMounts:
-        - {{name: gate, mountPath: /graceful, readOnly: {read_only}}}
-  volumes:
-    - name: gate
-      hostPath: {{path: {path}}}
-"#,
-        app = graceful_tests::cluster::TEST_APP_IMAGE
-    )
+    crate::app_pod(name, None, 5)
+        .replace("readOnly: true", &format!("readOnly: {read_only}"))
+        .replace(
+            "hostPath: {path: /var/run/graceful, type: DirectoryOrCreate}",
+            &format!("hostPath: {{path: {path}}}"),
+        )
 }
 
 #[test]
@@ -301,7 +290,7 @@ fn a_pod_mounting_the_gate_directory_read_write_is_refused_at_admission() {
     });
     let result = || {
         assert!(
-            refused.contains("container app mounts volume gate, the host directory of graceful's gate, without readOnly: true"),
+            refused.contains("container app mounts volume graceful, the host directory of graceful's gate, without readOnly: true"),
             "{refused}"
         );
         for (path, ro) in [

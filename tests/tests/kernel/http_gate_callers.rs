@@ -21,7 +21,7 @@ use std::{
 
 use graceful_tests::{
     gate::wait_draining,
-    http_hook::{get, pod_object, wait_listening, watch_line, Answer, Scene, PORT},
+    http_hook::{get, wait_listening, Answer, Scene, PORT},
     peer::place,
 };
 use serde_json::{json, Value};
@@ -32,18 +32,6 @@ const HOOK: &str = "/drain?policy=drained&settle=100ms&min=0s&max=20s";
 
 fn istio() -> Value {
     json!({"graceful.dev/gate": "http", "sidecar.istio.io/status": "{}"})
-}
-
-/// The pod, deleted or not, as the API tells the agent.
-fn update(s: &Scene, annotations: Value, terminating: bool) {
-    let mut obj = pod_object(&s.pod, annotations);
-    if terminating {
-        let now = k8s_openapi::jiff::Timestamp::now();
-        obj["metadata"]["deletionTimestamp"] = json!(now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
-        obj["metadata"]["deletionGracePeriodSeconds"] = json!(30);
-    }
-    s.api.push(&watch_line("MODIFIED", &obj));
-    std::thread::sleep(Duration::from_millis(500));
 }
 
 /// A connection to the gate from inside the pod, from Istio's 127.0.0.6,
@@ -114,7 +102,7 @@ fn a_pooled_relay_connection_from_before_the_deletion_carries_the_kubelets_hook(
     assert_eq!(a.status, 403, "{a:?}");
     assert!(a.body.contains("the pod is not terminating"), "{a:?}");
 
-    update(&s, istio(), true);
+    s.update(istio(), true);
     let answer = std::thread::scope(|t| {
         let h = t.spawn(move || request(&mut pooled, HOOK, Duration::from_secs(30)));
         wait_draining(&s.agent, 1);
@@ -134,7 +122,7 @@ fn a_stray_relayed_drain_neither_takes_nor_shortens_the_kubelets_hook() {
     let mut s = Scene::new(istio());
     wait_listening(&s.net.b, PORT, 10);
     let (_lb, mut clients) = s.clients(2);
-    update(&s, istio(), true);
+    s.update(istio(), true);
 
     // Another caller through the mesh, during the termination: settings
     // the pod never declared are refused...

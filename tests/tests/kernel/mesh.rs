@@ -11,7 +11,7 @@
 use std::time::{Duration, Instant};
 
 use graceful_tests::{
-    http_hook::{get, pod_object, wait_listening, watch_line, Answer, Scene, PORT},
+    http_hook::{get, wait_listening, Answer, Scene, PORT},
     mesh::{self, Relay},
 };
 use serde_json::{json, Value};
@@ -19,20 +19,6 @@ use serde_json::{json, Value};
 use crate::{metric, require_root};
 
 const HOOK: &str = "/drain?policy=drained&settle=100ms&min=0s&max=20s";
-
-/// The pod object with `annotations` (the gate's among them), and its
-/// deletion if `terminating`: pushed as a MODIFIED watch event.
-fn update(s: &Scene, annotations: Value, terminating: bool) {
-    let mut obj = pod_object(&s.pod, annotations);
-    if terminating {
-        let now = k8s_openapi::jiff::Timestamp::now();
-        obj["metadata"]["deletionTimestamp"] = json!(now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
-        obj["metadata"]["deletionGracePeriodSeconds"] = json!(30);
-    }
-    s.api.push(&watch_line("MODIFIED", &obj));
-    // The agent's store takes it from its watch.
-    std::thread::sleep(Duration::from_millis(500));
-}
 
 /// The kubelet's hook, from the node: its answer, and how long it took.
 fn hook(s: &Scene) -> (Answer, Duration) {
@@ -58,7 +44,7 @@ fn relayed_then_held(s: &mut Scene, meshed: Value, relay_from: &str, mesh_name: 
         "{a:?}"
     );
 
-    update(s, meshed.clone(), false);
+    s.update(meshed.clone(), false);
     let (a, took) = hook(s);
     assert_eq!(a.status, 403, "{a:?}");
     assert!(
@@ -72,7 +58,7 @@ fn relayed_then_held(s: &mut Scene, meshed: Value, relay_from: &str, mesh_name: 
         "answered in {took:?}, before the wait for the watch"
     );
 
-    update(s, meshed, true);
+    s.update(meshed, true);
     let (answer, closed) = std::thread::scope(|t| {
         let h = t.spawn(|| hook(s));
         graceful_tests::gate::wait_draining(&s.agent, 1);
@@ -162,8 +148,7 @@ fn istio_ambient_the_snat_address_stands_for_the_node_for_an_enrolled_pod() {
     assert_eq!(a.status, 403, "{a:?}");
     assert!(error_of(&a).contains("169.254.7.127 is not this node"), "{a:?}");
     // Enrolled: admitted at once, no termination needed (it is the node's).
-    update(
-        &s,
+    s.update(
         json!({"graceful.dev/gate": "http", "ambient.istio.io/redirection": "enabled"}),
         false,
     );

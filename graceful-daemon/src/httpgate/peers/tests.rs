@@ -20,7 +20,7 @@ fn sidecar() -> Mesh {
     }
 }
 
-fn host() -> NodeCaller {
+fn host(_: IpAddr) -> NodeCaller {
     NodeCaller::Host { uid: 0 }
 }
 
@@ -36,12 +36,12 @@ fn the_kubelet_is_admitted_whatever_the_mesh_and_a_host_network_pod_never() {
         let at = (me, Some(ip(POD)));
         assert_eq!(judge(&n, mesh.as_ref(), 9711, at, host), Ok(Peer::Kubelet));
         // The same address, from a hostNetwork pod's socket.
-        let pod = || NodeCaller::Pod { uid: "u-1".into() };
+        let pod = |_| NodeCaller::Pod { uid: "u-1".into() };
         let why = judge(&n, mesh.as_ref(), 9711, at, pod).unwrap_err();
         assert!(why.contains("used by pod u-1 on the host network"), "{why}");
         // A socket the node's kernel does not show: judged as relayed.
         assert_eq!(
-            judge(&n, mesh.as_ref(), 9711, at, || NodeCaller::Unknown),
+            judge(&n, mesh.as_ref(), 9711, at, |_| NodeCaller::Unknown),
             Ok(Peer::Relayed)
         );
     }
@@ -84,12 +84,22 @@ fn another_pod_is_refused_however_the_pod_is_meshed() {
         let why = judge(&n, mesh.as_ref(), 9711, other, host).unwrap_err();
         assert!(why.starts_with("10.244.2.9 is not this node"), "{why}");
     }
-    // Ambient's address stands for the node only for an enrolled pod.
+    // Ambient's address stands for the node only for an enrolled pod, its
+    // socket looked up from the node's own addresses.
     let snat = (ip("169.254.7.127"), Some(ip(POD)));
-    assert_eq!(
-        judge(&n, Some(&Mesh::IstioAmbient), 9711, snat, host),
-        Ok(Peer::Relayed)
-    );
+    let ambient = Some(&Mesh::IstioAmbient);
+    assert_eq!(judge(&n, ambient, 9711, snat, host), Ok(Peer::Kubelet));
+    // As a dual-stack listener meets it: the node's IPv4 addresses asked.
+    let mapped = (ip("::ffff:169.254.7.127"), Some(ip(POD)));
+    let v4_only = |a: IpAddr| match a {
+        IpAddr::V4(_) => NodeCaller::Host { uid: 0 },
+        IpAddr::V6(_) => NodeCaller::Unknown,
+    };
+    assert_eq!(judge(&n, ambient, 9711, mapped, v4_only), Ok(Peer::Kubelet));
+    let pod = |_| NodeCaller::Pod { uid: "u-2".into() };
+    assert!(judge(&n, ambient, 9711, snat, pod).is_err());
+    let unknown = |_| NodeCaller::Unknown;
+    assert_eq!(judge(&n, ambient, 9711, snat, unknown), Ok(Peer::Relayed));
     assert!(judge(&n, None, 9711, snat, host).is_err());
     assert!(judge(&n, Some(&sidecar()), 9711, snat, host).is_err());
 }
