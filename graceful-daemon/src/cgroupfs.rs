@@ -30,9 +30,18 @@ use crate::resolver::roots::PodRoots;
 /// the pod cgroup roots are written: a container's own namespace shows
 /// other pods as `/../..` paths, and where in the tree they sit could not
 /// be told. Call before any thread starts: every thread made after
-/// inherits it. Already there (a host process), it changes nothing.
+/// inherits it. Already in the initial namespace (a host process, or a
+/// pod on a node whose runtime makes none), there is nothing to enter and
+/// pid 1's namespace is not even opened: a host where pid 1 cannot be
+/// traced refuses that open.
 pub fn enter_nodes_namespace() -> io::Result<()> {
     use std::os::fd::AsRawFd;
+    /// The initial cgroup namespace's inode (the kernel's
+    /// `PROC_CGROUP_INIT_INO`): fixed, on every kernel with cgroup namespaces.
+    const INITIAL: u64 = 0xEFFF_FFFB;
+    if std::fs::metadata("/proc/self/ns/cgroup").is_ok_and(|m| m.ino() == INITIAL) {
+        return Ok(());
+    }
     let ns = std::fs::File::open("/proc/1/ns/cgroup")?;
     // SAFETY: setns on an open namespace file, for this (the only) thread.
     if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWCGROUP) } != 0 {

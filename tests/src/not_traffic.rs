@@ -66,7 +66,12 @@ impl Noisy {
         // addresses are per test process): gone, so IPv6 peers are not
         // the node.
         node.a.exec("ip", &["-6", "addr", "flush", "scope", "global"]);
-        let mut scene = Scene::with_node(annotations, Some(node.a.path()));
+        let mut scene = Scene::with_node(annotations.clone(), Some(node.a.path()));
+        // Its drains come during its termination, as the kubelet's do: the
+        // node's namespace as the agent knows it (`node.a`) holds the
+        // address they come from but not their sockets, so they are taken
+        // as relayed by a NAT, answered once the pod is terminating.
+        scene.update(annotations, true);
         for port in [APP_PORT, METRICS_PORT] {
             scene.app.listen(&format!("[::]:{port}"), "echo-close");
         }

@@ -95,7 +95,6 @@ pub fn run(pins: &PinDir, api_socket: &Path, settings: Settings) -> anyhow::Resu
         warn!(error = %e, "cannot enter the node's cgroup namespace (pid 1's; the agent needs hostPID): callers of the gate seen as /../.. paths are not taken for pods, and their hooks fail open");
     }
     let hier = Hierarchy::discover()?;
-    info!(pod_cgroup_roots = %hier.pod_roots(), "pods' cgroups are those under these roots");
     // Before anything is attached or bound: a second agent changes nothing.
     loader::prepare_pin_dir(pins)?;
     // This pod handed the node over, and its container was restarted.
@@ -170,6 +169,7 @@ pub fn run(pins: &PinDir, api_socket: &Path, settings: Settings) -> anyhow::Resu
     info!(
         kernel = %release,
         cgroup2 = %hier.mount().display(),
+        pod_cgroup_roots = %hier.pod_roots(),
         pins = %pins.root().display(),
         counting = ?attached.design,
         reused_maps = attached.reused_maps,

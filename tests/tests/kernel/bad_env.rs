@@ -80,12 +80,15 @@ fn nothing_installed_is_one_line() {
 fn agent_mounts_a_missing_bpffs() {
     require_root!();
     let name = graceful_tests::unique("nobpffs");
+    // Its API socket too, never the node's under /run/graceful.
+    let sock = std::env::temp_dir().join(format!("{name}.api.sock"));
     // The daemon goes down with the script whatever happens: alive, it would
     // hold the script's output open and the test would wait for ever. The
     // pins are ready when `cgroups` reads them, not when the first file
     // appears: the agent writes the layout map just after pinning the maps.
     let script = format!(
-        "umount -l /sys/fs/bpf 2>/dev/null; \
+        "export GRACEFUL_API_SOCKET={sock}; \
+         umount -l /sys/fs/bpf 2>/dev/null; \
          if grep -q ' /sys/fs/bpf bpf' /proc/self/mounts; then echo still mounted; exit 3; fi; \
          GRACEFUL_PIN_DIR=/sys/fs/bpf/{name} {bin} daemon & pid=$!; \
          trap 'kill -TERM $pid 2>/dev/null' EXIT; \
@@ -94,7 +97,8 @@ fn agent_mounts_a_missing_bpffs() {
          done; \
          [ -n \"$ok\" ] || {{ GRACEFUL_PIN_DIR=/sys/fs/bpf/{name} {bin} cgroups -a -o json >/dev/null; exit 4; }}; \
          kill -TERM $pid; wait $pid; GRACEFUL_PIN_DIR=/sys/fs/bpf/{name} {bin} uninstall >/dev/null",
-        bin = graceful_bin().display()
+        bin = graceful_bin().display(),
+        sock = sock.display(),
     );
     let child = Command::new("unshare")
         .args(["-m", "--propagation", "private", "sh", "-c", &script])
@@ -104,6 +108,8 @@ fn agent_mounts_a_missing_bpffs() {
         .spawn()
         .unwrap();
     let out = output_within(child, std::time::Duration::from_secs(90), "the bpffs script");
+    let _ = std::fs::remove_file(&sock);
+    let _ = std::fs::remove_file(graceful::agent::claim::api_lock_path(&sock));
     assert!(
         out.status.success(),
         "{}{}",
@@ -130,6 +136,10 @@ fn agent_log_until_readable(pin_dir: &Path, args: &[&str]) -> String {
         .arg("daemon")
         .args(args)
         .env("GRACEFUL_PIN_DIR", pin_dir)
+        .env(
+            "GRACEFUL_API_SOCKET",
+            graceful_tests::agent::api_sock_for(pin_dir),
+        )
         .env("RUST_LOG", "warn")
         .stderr(std::process::Stdio::piped())
         .spawn()

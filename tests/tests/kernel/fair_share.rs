@@ -178,6 +178,9 @@ fn a_pod_flooding_the_gate_gets_its_share_and_others_drain_as_usual() {
     );
     assert!(!out.contains("failing open"), "{out}");
     wait_draining(&agent, 0);
+    // Its share is back; its pace (the flood spent its burst) gives it
+    // one more start each `pace::EVERY`, and its own hook took the last.
+    std::thread::sleep(graceful::drain::hook::pace::EVERY + std::time::Duration::from_millis(200));
     let again = flood(&mut peer, &sock, 1, Some(&request));
     assert_eq!(again.held, 1, "the pod's share was not given back: {again:?}");
 }

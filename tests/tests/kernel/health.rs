@@ -61,20 +61,20 @@ fn healthz_fails_while_pins_are_gone_and_the_agent_pins_them_again_losing_nothin
         String::from_utf8_lossy(&second.stderr)
     );
 
-    // Its gate socket taken by another listener: /healthz fails; the
-    // other gone, the agent binds its gate again.
+    // Its gate socket's path made unbindable (a directory in its place):
+    // /healthz fails; the path freed, the agent binds its gate again. (A
+    // listener of another process there is replaced at once: see
+    // `gate_squatter`.)
     let gate = agent.gate_sock();
-    let aside = gate.with_file_name("other.sock");
-    let other = std::os::unix::net::UnixListener::bind(&aside).unwrap();
-    std::fs::rename(&aside, &gate).unwrap();
-    wait_for(15, "/healthz to see the gate taken", || {
+    std::fs::remove_file(&gate).unwrap();
+    std::fs::create_dir_all(gate.join("blocker")).unwrap();
+    wait_for(15, "/healthz to see the gate unbound", || {
         (status_on(&agent.api_sock(), "/healthz") == Some(503)).then_some(())
     });
     assert!(get(&agent.api_sock(), "/healthz")
         .unwrap()
         .contains("gate is not listening"));
-    drop(other);
-    std::fs::remove_file(&gate).unwrap();
+    std::fs::remove_dir_all(&gate).unwrap();
     wait_for(15, "the gate to be bound again", || {
         (status_on(&gate, "/v1/self") == Some(403)).then_some(())
     });
@@ -82,7 +82,7 @@ fn healthz_fails_while_pins_are_gone_and_the_agent_pins_them_again_losing_nothin
         (status_on(&agent.api_sock(), "/healthz") == Some(200)).then_some(())
     });
     assert!(
-        agent.log_text().contains("bound it again"),
+        agent.log_text().contains("bound the gate socket again"),
         "{}",
         agent.log_text()
     );
