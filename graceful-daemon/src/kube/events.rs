@@ -113,8 +113,8 @@ impl EventPoster {
     pub fn post_later(&self, pod: PodRef, reason: &'static str, message: String, warning: bool) {
         let message = one_line(&message);
         let decision = crate::sync::lock(&self.correlator).decide(&pod.uid, reason, &message, Instant::now());
-        match decision {
-            correlate::Decision::Create => {}
+        let message = match decision {
+            correlate::Decision::Create(message) => message,
             correlate::Decision::Dropped => {
                 self.tally.dropped.fetch_add(1, Ordering::Relaxed);
                 return debug!(pod = %format!("{}/{}", pod.namespace, pod.name), reason, "Event dropped: the pod is past its budget of Events");
@@ -126,7 +126,7 @@ impl EventPoster {
                 }
                 return;
             }
-        }
+        };
         self.pending.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         let guard = Pending(self.pending.clone());
         let me = self.clone();

@@ -19,7 +19,7 @@ use std::{
 use graceful_tests::{
     cluster::{
         clients::Clients, helm, pod::Pod, prometheus::Prometheus, Cluster, Namespace, AGENT_METRICS_PORT,
-        AGENT_NAMESPACE,
+        AGENT_NAMESPACE, AGENT_SELECTOR,
     },
     oracle,
 };
@@ -101,7 +101,14 @@ fn patch_agent(cluster: &Cluster, patch: &str) -> Result<(), String> {
         "-p",
         patch,
     ])?;
-    cluster.agent_rollout()
+    cluster.agent_rollout()?;
+    // The previous pod gone too: Prometheus discovers a terminating pod,
+    // and its target, down, would fire the alert this test waits for.
+    graceful_tests::wait_for(120, "the previous agent pod to be gone", || {
+        let pods = cluster.json(&["-n", AGENT_NAMESPACE, "get", "pods", "-l", AGENT_SELECTOR]);
+        (pods["items"].as_array().map(Vec::len) == Some(1)).then_some(())
+    });
+    Ok(())
 }
 
 impl<'a> MetricsPods<'a> {
@@ -227,9 +234,11 @@ fn prometheus_scrapes_the_agent_the_dashboard_has_series_and_a_stopped_agent_ale
     let agent_pod = Pod::from_json(&cluster.json(&["-n", AGENT_NAMESPACE, "get", "pod", &agent]));
     let stopped = Stopped::stop(crate::crash::agent_pid(&agent_pod));
     let alert = graceful_tests::wait_for(60, "GracefulAgentDown to fire", || {
-        prom.alerts()
-            .into_iter()
-            .find(|a| a["labels"]["alertname"] == "GracefulAgentDown" && a["state"] == "firing")
+        prom.alerts().into_iter().find(|a| {
+            a["labels"]["alertname"] == "GracefulAgentDown"
+                && a["state"] == "firing"
+                && a["labels"]["pod"] == agent.as_str()
+        })
     });
     drop(stopped);
     eprintln!("fired: {}", alert["annotations"]["summary"]);

@@ -252,8 +252,20 @@ fn a_thousand_drains_started_and_abandoned_in_a_minute_cost_a_few_events() {
         (32..=120).contains(&accepted),
         "{accepted} drains started: the pace is 32, then one a second"
     );
-    assert!(ours.len() <= 3, "{ours:#?}");
-    assert!(writes <= 10, "{writes} Event writes");
+    // Its messages differ (each names how late its request was): the
+    // first SIMILAR - 1 are posted as they are, the rest combined into one;
+    // and the drain that ran to its release, one more.
+    use graceful::kube::events::correlate::{BURST, SIMILAR};
+    assert!(ours.len() <= SIMILAR + 1, "{ours:#?}");
+    assert!(
+        ours.iter().any(|e| e["message"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("(combined from similar events)")),
+        "{ours:#?}"
+    );
+    // Creates and count updates together, within the pod's budget.
+    assert!(writes <= BURST as u64 + 1, "{writes} Event writes");
     assert!(cpu_s < 10.0, "the agent spent {cpu_s} s of CPU");
 }
 

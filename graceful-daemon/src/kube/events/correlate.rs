@@ -1,14 +1,23 @@
 //! Events on a pod, aggregated and paced as client-go's event correlator
-//! does for the kubelet's: an Event that repeats one already posted on the
-//! same pod (same reason and message) within [`WINDOW`] is counted on it,
-//! its `count` and `lastTimestamp` written at most once every [`FLUSH`];
-//! and each pod has a budget of writes ([`BURST`], then one each
-//! [`REFILL`]), past which its Events are dropped and counted. So a pod that
-//! makes the agent post in a loop (a drain started and abandoned, again
-//! and again) costs the API server a few writes, not one each.
+//! does for the kubelet's, in its three stages:
+//! 1. **Similar Events are combined**: past [`SIMILAR`] different messages
+//!    of one reason on one pod within [`WINDOW`], the next are posted as
+//!    one Event, its message prefixed [`COMBINED`] (a drain's message names
+//!    figures that differ each time, so repeats are rarely identical);
+//! 2. **a repeat is counted**: an Event that repeats one already posted on
+//!    the same pod (same reason and message, or combined) within
+//!    [`WINDOW`] is counted on it, its `count` and `lastTimestamp` written
+//!    at most once every [`FLUSH`];
+//! 3. **each pod has a budget of writes** ([`BURST`], then one each
+//!    [`REFILL`]), past which its Events are dropped and counted.
+//!
+//! So a pod that makes the agent post in a loop (a drain started and
+//! abandoned, again and again) costs the API server a few writes, not one
+//! each.
 
 use std::{
-    collections::HashMap,
+    collections::{HashMap, HashSet},
+    hash::{Hash, Hasher},
     time::{Duration, Instant},
 };
 
@@ -20,14 +29,20 @@ pub const FLUSH: Duration = Duration::from_secs(30);
 pub const BURST: f64 = 25.0;
 /// ...then one each (client-go's: 5 minutes).
 pub const REFILL: Duration = Duration::from_secs(300);
+/// Different messages of one reason on one pod posted as they are, within
+/// [`WINDOW`], before the next are combined (client-go's: 10).
+pub const SIMILAR: usize = 10;
+/// The message prefix of a combined Event (client-go's words).
+pub const COMBINED: &str = "(combined from similar events): ";
 /// Pods and Events remembered, at most.
 const REMEMBERED: usize = 4096;
 
 /// What to do with one Event.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Decision {
-    /// Post it (a new Event).
-    Create,
+    /// Post a new Event with this message (the Event's own, or combined:
+    /// [`COMBINED`] and it).
+    Create(String),
     /// Counted on the Event posted as `name`; `flush`: the caller writes
     /// the count after [`FLUSH`] ([`Correlator::flush`]), none being due.
     Counted { name: String, flush: bool },
@@ -63,21 +78,40 @@ struct Budget {
     at: Instant,
 }
 
+/// The messages one reason had on one pod, as hashes, within [`WINDOW`].
+struct Similar {
+    messages: HashSet<u64>,
+    at: Instant,
+}
+
 #[derive(Default)]
 pub struct Correlator {
     posted: HashMap<Key, Posted>,
     budgets: HashMap<String, Budget>,
+    similar: HashMap<(String, String), Similar>,
+}
+
+/// The key of an Event posted with `message`: a combined one's is its
+/// prefix alone, so every combined Event of a reason is one.
+fn key(pod: &str, reason: &str, message: &str) -> Key {
+    let message = if message.starts_with(COMBINED) {
+        COMBINED
+    } else {
+        message
+    };
+    Key {
+        pod: pod.into(),
+        reason: reason.into(),
+        message: message.into(),
+    }
 }
 
 impl Correlator {
     /// Decides for an Event on pod `pod` (its uid) at `now`.
     pub fn decide(&mut self, pod: &str, reason: &str, message: &str, now: Instant) -> Decision {
         self.forget(now);
-        let key = Key {
-            pod: pod.into(),
-            reason: reason.into(),
-            message: message.into(),
-        };
+        let message = self.combine(pod, reason, message, now);
+        let key = key(pod, reason, &message);
         if let Some(p) = self
             .posted
             .get_mut(&key)
@@ -108,16 +142,42 @@ impl Correlator {
                 at: now,
             },
         );
-        Decision::Create
+        Decision::Create(message)
     }
 
-    /// The Event created for `pod`, `reason`, `message` is named `name`.
+    /// `message`, or combined: the first `SIMILAR - 1` different messages
+    /// of a reason on a pod within [`WINDOW`] are posted as they are (and
+    /// their repeats counted on them); from the `SIMILAR`th on, as client-go
+    /// does, each other one is combined.
+    fn combine(&mut self, pod: &str, reason: &str, message: &str, now: Instant) -> String {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        message.hash(&mut h);
+        let h = h.finish();
+        let similar = self
+            .similar
+            .entry((pod.into(), reason.into()))
+            .or_insert_with(|| Similar {
+                messages: HashSet::new(),
+                at: now,
+            });
+        if now.duration_since(similar.at) >= WINDOW {
+            similar.messages.clear();
+        }
+        similar.at = now;
+        if similar.messages.contains(&h) {
+            return message.to_string();
+        }
+        if similar.messages.len() < SIMILAR - 1 {
+            similar.messages.insert(h);
+            return message.to_string();
+        }
+        format!("{COMBINED}{message}")
+    }
+
+    /// The Event created with `message` (as [`Decision::Create`] gave it)
+    /// for `pod` and `reason` is named `name`.
     pub fn created(&mut self, pod: &str, reason: &str, message: &str, name: String) {
-        let key = Key {
-            pod: pod.into(),
-            reason: reason.into(),
-            message: message.into(),
-        };
+        let key = key(pod, reason, message);
         if let Some(p) = self.posted.get_mut(&key) {
             p.name = Some(name);
             // Repeats counted while it was created: written at the next flush.
@@ -172,6 +232,9 @@ impl Correlator {
     fn forget(&mut self, now: Instant) {
         if self.posted.len() >= REMEMBERED {
             self.posted.retain(|_, p| now.duration_since(p.at) < WINDOW);
+        }
+        if self.similar.len() >= REMEMBERED {
+            self.similar.retain(|_, s| now.duration_since(s.at) < WINDOW);
         }
         if self.budgets.len() >= REMEMBERED {
             self.budgets.retain(|_, b| {
