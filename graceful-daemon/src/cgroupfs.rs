@@ -2,7 +2,8 @@
 //!
 //! A cgroup's id is the inode number of its directory on the cgroup2 mount.
 //! The mount is read from /proc/self/mountinfo: `/sys/fs/cgroup` on most
-//! nodes, `/sys/fs/cgroup/unified` on hybrid hosts.
+//! nodes, `/sys/fs/cgroup/unified` on hybrid hosts. Where in it the
+//! kubelet's pods may be is [`roots`].
 
 use std::{
     collections::HashMap,
@@ -23,7 +24,9 @@ pub enum CgroupError {
 
 pub use graceful_common::mountinfo::{mounts, Mount};
 
-use crate::resolver::roots::PodRoots;
+pub mod roots;
+
+use roots::PodRoots;
 
 /// Enters the node's cgroup namespace (pid 1's, seen with `hostPID`), so
 /// that `/proc/<pid>/cgroup` reads as paths from the hierarchy's top, as

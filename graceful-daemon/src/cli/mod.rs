@@ -37,7 +37,7 @@ pub struct Cli {
     /// rootless k3s, say, names its own
     /// (`/user.slice/user-1001.slice/user@1001.service/k3s-rootless.service/kubepods`).
     #[arg(long = "pod-cgroup-root", global = true, env = "GRACEFUL_POD_CGROUP_ROOT", value_delimiter = ',',
-          default_values_t = crate::resolver::roots::DEFAULT.map(String::from))]
+          default_values_t = crate::cgroupfs::roots::DEFAULT.map(String::from))]
     pub pod_cgroup_roots: Vec<String>,
     /// Log format (logs go to stderr; RUST_LOG filters them).
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
@@ -97,8 +97,8 @@ pub fn require_root(what: &str) -> anyhow::Result<()> {
 /// Runs the parsed command; the exit code is the process's.
 pub fn run(cli: Cli) -> anyhow::Result<i32> {
     crate::logging::init(cli.log_format);
-    let roots = crate::resolver::roots::PodRoots::parse(&cli.pod_cgroup_roots).map_err(anyhow::Error::msg)?;
-    crate::resolver::roots::configure(roots);
+    let roots = crate::cgroupfs::roots::PodRoots::parse(&cli.pod_cgroup_roots).map_err(anyhow::Error::msg)?;
+    crate::cgroupfs::roots::configure(roots);
     let pins = cli.pins();
     match cli.command {
         Command::Daemon(args) => daemon::run(&pins, &cli.api_socket, *args),

@@ -1,9 +1,9 @@
 //! Who is calling: SO_PEERCRED gives the pid, /proc/<pid>/cgroup the pod
 //! and container. Nothing the caller says about itself is believed.
 
-use crate::resolver::{
-    index::{for_pid, Owner},
-    roots::PodRoots,
+use crate::{
+    cgroupfs::roots::PodRoots,
+    resolver::index::{for_pid, Owner},
 };
 
 /// The calling pod and container.

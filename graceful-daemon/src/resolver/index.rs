@@ -22,10 +22,9 @@ use std::{
 
 use super::{
     path::{parse, parse_rooted, Driver, PodCgroup, QosClass, Runtime},
-    roots::PodRoots,
     tree,
 };
-use crate::cgroupfs::Hierarchy;
+use crate::cgroupfs::{roots::PodRoots, Hierarchy};
 
 /// A container of a pod: the pause/sandbox container is one like any other
 /// (the cgroup tree cannot tell them apart; the API can).

@@ -2,8 +2,6 @@
 //! and go.
 //!
 //! - [`path`]: a cgroup path → pod uid, QoS, container id and runtime;
-//! - [`roots`]: where the kubelet's pod cgroups may be, so that a
-//!   pod-shaped name elsewhere is no pod;
 //! - [`index`]: every pod on the node from the cgroup tree, and the reverse
 //!   lookups (cgroup id or pid → owner);
 //! - [`watch`]: keeps an index current from inotify on the cgroup tree;
@@ -13,6 +11,5 @@ pub mod counts;
 pub mod index;
 pub mod inotify;
 pub mod path;
-pub mod roots;
 pub mod tree;
 pub mod watch;

@@ -200,7 +200,7 @@ pub fn parse(path: &[u8]) -> Option<PodCgroup> {
 
 /// [`parse`], for a pod whose pod component sits under one of `roots`
 /// (see [`super::roots`]): what the kubelet made, not a name that looks it.
-pub fn parse_rooted(path: &[u8], roots: &super::roots::PodRoots) -> Option<PodCgroup> {
+pub fn parse_rooted(path: &[u8], roots: &crate::cgroupfs::roots::PodRoots) -> Option<PodCgroup> {
     let (pc, depth) = parse_at(path)?;
     let before: Vec<&[u8]> = path
         .split(|&b| b == b'/')

@@ -93,7 +93,7 @@ pub struct Resolver {
 }
 
 impl Resolver {
-    fn new(capacity: usize, roots: super::roots::PodRoots) -> Self {
+    fn new(capacity: usize, roots: crate::cgroupfs::roots::PodRoots) -> Self {
         Self {
             index: Arc::new(std::sync::RwLock::new(PodIndex::with_roots(roots))),
             events: broadcast::channel(capacity).0,

@@ -1,7 +1,7 @@
 use std::path::Path;
 
 use super::*;
-use crate::resolver::roots::{self, PodRoots};
+use crate::cgroupfs::roots::{self, PodRoots};
 
 const UID_A: &str = "a3ae0dbd-38d5-48fe-808c-a4d5dada806d";
 const UID_B: &str = "c2f29d46-4c07-453e-a371-c188cf99a10a";

@@ -60,7 +60,7 @@ impl Drop for Dirs {
 /// The hierarchy, its pods under the tests' own roots (a directory of
 /// each test's at the top, as kind nests a node's).
 pub(super) fn test_hierarchy() -> Hierarchy {
-    let roots = crate::resolver::roots::PodRoots::parse(&["/*/kubepods.slice", "/*/kubepods"]).unwrap();
+    let roots = crate::cgroupfs::roots::PodRoots::parse(&["/*/kubepods.slice", "/*/kubepods"]).unwrap();
     Hierarchy::discover().unwrap().with_pod_roots(roots)
 }
 
