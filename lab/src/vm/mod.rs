@@ -62,7 +62,7 @@ pub struct Args {
         conflicts_with = "all"
     )]
     kernels: Vec<String>,
-    /// The whole matrix (see `ALL`): every kernel the README's table lists.
+    /// The whole matrix (see `ALL`): every kernel docs/requirements.md's table lists.
     #[arg(long)]
     all: bool,
     /// Don't run the tests on this machine's kernel.
@@ -116,7 +116,7 @@ pub struct Args {
 /// minute). Both 6.12s run with `--all`: another full guest would take CI
 /// past its hour.
 pub const DEFAULT: &[&str] = &["6.1", "sid:7.2", "bullseye:5.10"];
-/// `--all`: every kernel the README's Requirements table lists.
+/// `--all`: every kernel docs/requirements.md's table lists.
 pub const ALL: &[&str] = &["6.1", "6.12", "trixie:6.12", "sid:7.2", "bullseye:5.10"];
 /// Guests booted at once: each takes a host core (single-threaded TCG).
 const AT_ONCE: usize = 2;
