@@ -262,7 +262,7 @@ fn the_agent_daemonset_has_what_it_needs_and_no_more() {
 }
 
 #[test]
-fn the_cluster_role_grants_pods_read_and_events_create_only() {
+fn the_cluster_role_grants_pods_read_and_events_create_and_patch_only() {
     let roles: Vec<&Object> = all_rendered()
         .filter(|o| matches!(o.kind, Kind::ClusterRole(_)))
         .collect();
@@ -303,7 +303,8 @@ fn the_cluster_role_grants_pods_read_and_events_create_only() {
     assert_eq!(
         rules,
         vec![
-            (s(&[""]), s(&["events"]), s(&["create"])),
+            // patch: a repeated Event's count (the correlator).
+            (s(&[""]), s(&["events"]), s(&["create", "patch"])),
             (s(&[""]), s(&["pods"]), s(&["get", "list", "watch"])),
         ]
     );

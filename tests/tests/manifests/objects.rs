@@ -14,6 +14,7 @@ use std::any::TypeId;
 
 use k8s_openapi::{
     api::{
+        admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding},
         apps::v1::{DaemonSet, Deployment},
         core::v1::{ConfigMap, Namespace, Service, ServiceAccount},
         rbac::v1::{ClusterRole, ClusterRoleBinding},
@@ -68,6 +69,8 @@ pub enum Kind {
     Deployment(Deployment),
     Service(Service),
     ConfigMap(ConfigMap),
+    ValidatingAdmissionPolicy(ValidatingAdmissionPolicy),
+    ValidatingAdmissionPolicyBinding(ValidatingAdmissionPolicyBinding),
     Kustomization(Kustomization),
 }
 
@@ -92,6 +95,8 @@ impl Object {
             Kind::Deployment(o) => o.metadata(),
             Kind::Service(o) => o.metadata(),
             Kind::ConfigMap(o) => o.metadata(),
+            Kind::ValidatingAdmissionPolicy(o) => o.metadata(),
+            Kind::ValidatingAdmissionPolicyBinding(o) => o.metadata(),
             Kind::Kustomization(_) => return None,
         })
     }
@@ -107,6 +112,8 @@ impl Object {
             Kind::Deployment(_) => Deployment::KIND,
             Kind::Service(_) => Service::KIND,
             Kind::ConfigMap(_) => ConfigMap::KIND,
+            Kind::ValidatingAdmissionPolicy(_) => ValidatingAdmissionPolicy::KIND,
+            Kind::ValidatingAdmissionPolicyBinding(_) => ValidatingAdmissionPolicyBinding::KIND,
             Kind::Kustomization(_) => "Kustomization",
         };
         let name = self.metadata().and_then(|m| m.name.clone()).unwrap_or_default();
@@ -158,7 +165,9 @@ fn typed(value: Value, origin: String) -> Object {
         DaemonSet,
         Deployment,
         Service,
-        ConfigMap
+        ConfigMap,
+        ValidatingAdmissionPolicy,
+        ValidatingAdmissionPolicyBinding
     );
     if (api_version.as_str(), kind.as_str()) == (KUSTOMIZE_API, "Kustomization") {
         return Object {
