@@ -39,23 +39,16 @@ pub fn hook_at(agent: &Agent, cg: &Cgroup, ns: Option<&NetNs>, socket: &str, arg
 /// A hook in the cgroup `cg` (a pod's container's) that posts to the gate
 /// at `socket` a valid drain request padded with spaces to `size` bytes,
 /// as a pod's own process could (JSON takes any amount of whitespace), and
-/// prints each line of the answer (python3, started in the cgroup).
+/// prints each line of the answer (the peer's `padded-hook`, started in
+/// the cgroup).
 pub fn padded_hook(socket: &std::path::Path, cg: &std::path::Path, size: usize) -> Child {
-    let script = "import socket, sys, time\n\
-                  body = b'{\"policy\":\"drained\",\"min_ms\":0,\"settle_ms\":100,\"max_ms\":60000,\"started_unix_ms\":%d' % int(time.time()*1000)\n\
-                  body += b' ' * (int(sys.argv[2]) - len(body) - 1) + b'}'\n\
-                  s = socket.socket(socket.AF_UNIX)\n\
-                  s.connect(sys.argv[1])\n\
-                  s.sendall(b'POST /v1/drain HTTP/1.1\\r\\nhost: g\\r\\ncontent-type: application/json\\r\\ncontent-length: %d\\r\\nconnection: close\\r\\n\\r\\n' % len(body) + body)\n\
-                  for line in s.makefile('rb'):\n\
-                  \x20   sys.stdout.write(line.decode(errors='replace')); sys.stdout.flush()\n";
-    let mut cmd = Command::new("python3");
-    cmd.args(["-c", script])
+    let mut cmd = Command::new(crate::peer::peer_bin());
+    cmd.arg("padded-hook")
         .arg(socket)
         .arg(size.to_string())
         .stdout(Stdio::piped());
     crate::cgroup::start_in(&mut cmd, cg);
-    cmd.spawn().expect("python3")
+    cmd.spawn().expect("graceful-peer")
 }
 
 /// Waits until the agent's socket gate is bound in the pod's namespace `ns`.

@@ -28,6 +28,8 @@
 //!   head timeout. `gate-release` → `ok`: closes the kept ones.
 //!   The answer ends with SPAN_MS, how long the agent took to admit the
 //!   flood (see [`gate_flood`]).
+//!
+//! With arguments, it runs one command of [`once`] instead and exits.
 
 use graceful_test_support::sockets::{linger_zero, raise_nofile};
 use std::{
@@ -39,6 +41,9 @@ use std::{
     },
     time::Duration,
 };
+
+#[path = "graceful-peer/once.rs"]
+mod once;
 
 #[derive(Default)]
 struct State {
@@ -342,6 +347,10 @@ fn handle(st: &mut State, line: &str) -> Result<String, String> {
 }
 
 fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if !args.is_empty() {
+        std::process::exit(once::run(&args));
+    }
     let mut st = State::default();
     let stdin = std::io::stdin();
     let mut out = std::io::stdout();

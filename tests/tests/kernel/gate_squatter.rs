@@ -22,21 +22,12 @@ use crate::{metric, require_root};
 /// A listener at `path` that listens as uid 65534 (bound as root, then the
 /// uid dropped: the kernel records who called listen), accepting nothing.
 fn squat(path: &std::path::Path) -> std::process::Child {
-    let script = "import os, socket, sys, time\n\
-                  s = socket.socket(socket.AF_UNIX)\n\
-                  os.unlink(sys.argv[1])\n\
-                  s.bind(sys.argv[1])\n\
-                  os.chmod(sys.argv[1], 0o666)\n\
-                  os.setresuid(65534, 65534, 65534)\n\
-                  s.listen(64)\n\
-                  print('listening', flush=True)\n\
-                  time.sleep(120)\n";
-    let mut child = Command::new("python3")
-        .args(["-c", script])
+    let mut child = Command::new(graceful_tests::peer::peer_bin())
+        .arg("squat")
         .arg(path)
         .stdout(Stdio::piped())
         .spawn()
-        .expect("python3");
+        .expect("graceful-peer");
     let mut line = String::new();
     std::io::BufRead::read_line(
         &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),

@@ -165,14 +165,13 @@ fn a_pod_on_the_host_network_is_not_the_kubelet() {
     // A process of a pod (its cgroup), in the node's namespace: the node's
     // address, a pod's socket.
     let other = graceful_tests::pod::SimPod::create(1);
-    let mut cmd = std::process::Command::new("python3");
-    let script = "import socket, sys\n\
-                  s = socket.create_connection((sys.argv[1], int(sys.argv[2])))\n\
-                  s.sendall(b'GET /drain?policy=drained&settle=100ms&min=0s&max=20s HTTP/1.1\\r\\nhost: g\\r\\nconnection: close\\r\\n\\r\\n')\n\
-                  sys.stdout.write(s.makefile('rb').read().decode())\n";
-    let gate = s.gate();
-    cmd.args(["-c", script, &gate.ip().to_string(), &gate.port().to_string()])
-        .stdout(std::process::Stdio::piped());
+    let mut cmd = std::process::Command::new(graceful_tests::peer::peer_bin());
+    cmd.args([
+        "get",
+        &s.gate().to_string(),
+        "/drain?policy=drained&settle=100ms&min=0s&max=20s",
+    ])
+    .stdout(std::process::Stdio::piped());
     place(&mut cmd, other.container(0), Some(&s.net.a));
     let out = cmd.output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);

@@ -8,7 +8,10 @@
 //! qemu guests); a hybrid host (this machine) has no group kill, and the
 //! test says it skipped.
 
-use std::time::Duration;
+use std::{
+    process::{Command, Stdio},
+    time::Duration,
+};
 
 use graceful_tests::{
     agent::Agent,
@@ -29,6 +32,21 @@ fn oom_kills(memcg: &MemCgroup) -> u64 {
         .lines()
         .find_map(|l| l.strip_prefix("oom_kill ").and_then(|v| v.trim().parse().ok()))
         .unwrap_or(0)
+}
+
+fn signal(pid: u32, sig: i32) {
+    // SAFETY: kill(2) on a pid of this test's.
+    assert_eq!(unsafe { libc::kill(pid as i32, sig) }, 0, "kill {pid} {sig}");
+}
+
+/// `pid` has exited: gone, or a zombie its (frozen) parent has not reaped.
+fn gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X')),
+    }
 }
 
 #[test]
@@ -68,10 +86,19 @@ fn an_oom_kill_of_the_agent_under_the_group_kill_cuts_no_held_hook() {
     let stdout = engaged(&mut child);
     wait_draining(&agent, 1);
 
-    // A limit the agent has crossed by half its own memory: the OOM killer
-    // takes the largest process of the cgroup, the agent, whose death
-    // brings the cgroup under it (the pinned maps it made stay charged);
-    // the limit goes back once it has.
+    // The container at its limit, as in production: a limit 1 MiB over
+    // the usage, then an allocation in the cgroup of that and half the
+    // agent's own memory, by a process the OOM killer never takes (a
+    // hog at oom_score_adj -1000). The kernel kills in the charging
+    // process's context the largest process it may take, the agent,
+    // whose death makes the room. The keeper is stopped meanwhile, so that
+    // it starts the next agent once the limit is back, as a transient
+    // peak leaves it: under a limit the new agent cannot start in, the
+    // next kill could take the keeper instead of an agent still smaller
+    // than it. (Lowering `memory.max` beneath the usage instead makes the
+    // kernel kill in the writer's loop, which on 7.2 took the keeper as
+    // a second victim 6 ms after the agent, before the agent's memory was
+    // uncharged: a trigger production does not have.)
     let keeper = agent.pid().unwrap();
     let procs = std::fs::read_to_string(memcg.dir().join("cgroup.procs")).unwrap();
     let agent_pid: u32 = procs
@@ -88,13 +115,33 @@ fn an_oom_kill_of_the_agent_under_the_group_kill_cuts_no_held_hook() {
         })
         .unwrap();
     let usage = memcg.usage().unwrap();
-    let limit = usage - rss_kib * 1024 / 2;
+    let margin = 1 << 20;
+    let limit = usage + margin;
     let before = oom_kills(&memcg);
+    signal(keeper, libc::SIGSTOP);
     memcg.set_limit(limit).unwrap();
+    let mut hog = Command::new(graceful_tests::peer::peer_bin());
+    hog.arg("hog")
+        .arg((margin + rss_kib * 1024 / 2).to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    graceful_tests::cgroup::start_in(&mut hog, memcg.dir());
+    let mut hog = hog.spawn().expect("graceful-peer hog");
     graceful_tests::wait_for(30, "the OOM killer", || {
         (oom_kills(&memcg) > before).then_some(())
     });
+    graceful_tests::wait_for(30, "the killed agent to exit", || gone(agent_pid).then_some(()));
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(hog.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), "done", "the hog did not finish");
     memcg.set_limit(u64::MAX / 2).unwrap();
+    drop(hog.stdin.take());
+    let _ = hog.wait();
+    signal(keeper, libc::SIGCONT);
     let kills = oom_kills(&memcg) - before;
 
     let log = graceful_tests::wait_for(60, "the keeper's new agent to serve the held hook", || {
@@ -124,7 +171,7 @@ fn an_oom_kill_of_the_agent_under_the_group_kill_cuts_no_held_hook() {
         "the keeper died"
     );
     eprintln!(
-        "memory.oom.group 1 -> 0 by the keeper; {kills} OOM kill(s) of the agent ({rss_kib} KiB anonymous) at a limit of {} KiB (usage {} KiB): the keeper lived, 0 hooks cut",
+        "memory.oom.group 1 -> 0 by the keeper; {kills} OOM kill(s) of the agent ({rss_kib} KiB anonymous) when the cgroup crossed its limit of {} KiB (usage {} KiB before): the keeper lived, 0 hooks cut",
         limit / 1024,
         usage / 1024
     );

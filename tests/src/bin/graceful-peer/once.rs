@@ -1,0 +1,133 @@
+//! The peer's one-shot commands: `graceful-peer COMMAND ARGS...` does one
+//! thing a tenant's process would, prints what it saw, and exits. The
+//! qemu guests are as bare as the agent's image (no python, no curl), so
+//! what a test does as a tenant is done here.
+//!
+//! - `squat PATH`: binds a unix socket at PATH (replacing what is there),
+//!   opens it to all, drops to uid 65534 and only then listens (the kernel
+//!   records who called listen), prints `listening`, and sleeps 120 s
+//!   accepting nothing.
+//! - `get ADDR PATH`: one `GET PATH` over TCP to ADDR with
+//!   `connection: close`; prints the whole answer.
+//! - `padded-hook SOCKET SIZE`: a valid drain request to the gate's unix
+//!   SOCKET, its JSON body padded with spaces to SIZE bytes (JSON takes any
+//!   amount of whitespace); prints each line of the answer as it comes.
+//! - `hog BYTES`: sets its own `oom_score_adj` to -1000 (so that the OOM
+//!   killer never takes it), touches BYTES of anonymous memory, prints
+//!   `done`, and waits for its stdin to close.
+
+use std::{
+    io::{BufRead, BufReader, Read, Write},
+    os::unix::fs::PermissionsExt,
+};
+
+/// Runs `args` (the command and its arguments); the process's exit code.
+pub fn run(args: &[String]) -> i32 {
+    let words: Vec<&str> = args.iter().map(String::as_str).collect();
+    let done = match words.as_slice() {
+        ["squat", path] => squat(path),
+        ["get", addr, path] => get(addr, path),
+        ["padded-hook", socket, size] => size
+            .parse()
+            .map_err(|e| format!("size {size}: {e}"))
+            .and_then(|n| padded_hook(socket, n)),
+        ["hog", bytes] => bytes
+            .parse()
+            .map_err(|e| format!("bytes {bytes}: {e}"))
+            .and_then(hog),
+        _ => Err(format!("unknown one-shot command {words:?}")),
+    };
+    match done {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("graceful-peer: {e}");
+            1
+        }
+    }
+}
+
+fn squat(path: &str) -> Result<(), String> {
+    use socket2::{Domain, SockAddr, Socket, Type};
+    let _ = std::fs::remove_file(path);
+    let s = Socket::new(Domain::UNIX, Type::STREAM, None).map_err(|e| e.to_string())?;
+    let addr = SockAddr::unix(path).map_err(|e| e.to_string())?;
+    s.bind(&addr).map_err(|e| format!("bind {path}: {e}"))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))
+        .map_err(|e| format!("chmod {path}: {e}"))?;
+    // SAFETY: plain syscall wrapper; libc applies it to every thread.
+    if unsafe { libc::setresuid(65534, 65534, 65534) } != 0 {
+        return Err(format!("setresuid: {}", std::io::Error::last_os_error()));
+    }
+    s.listen(64).map_err(|e| format!("listen: {e}"))?;
+    println!("listening");
+    std::io::stdout().flush().map_err(|e| e.to_string())?;
+    std::thread::sleep(std::time::Duration::from_secs(120));
+    drop(s);
+    Ok(())
+}
+
+fn get(addr: &str, path: &str) -> Result<(), String> {
+    let mut s = std::net::TcpStream::connect(addr).map_err(|e| format!("connect {addr}: {e}"))?;
+    write!(s, "GET {path} HTTP/1.1\r\nhost: g\r\nconnection: close\r\n\r\n").map_err(|e| e.to_string())?;
+    let mut answer = Vec::new();
+    s.read_to_end(&mut answer).map_err(|e| e.to_string())?;
+    std::io::stdout().write_all(&answer).map_err(|e| e.to_string())
+}
+
+fn padded_hook(socket: &str, size: usize) -> Result<(), String> {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|e| e.to_string())?
+        .as_millis();
+    let mut body = format!(
+        "{{\"policy\":\"drained\",\"min_ms\":0,\"settle_ms\":100,\"max_ms\":60000,\"started_unix_ms\":{now_ms}"
+    )
+    .into_bytes();
+    let pad = size
+        .checked_sub(body.len() + 1)
+        .ok_or_else(|| format!("size {size} is below the request's own {}", body.len() + 1))?;
+    body.resize(body.len() + pad, b' ');
+    body.push(b'}');
+    let mut s =
+        std::os::unix::net::UnixStream::connect(socket).map_err(|e| format!("connect {socket}: {e}"))?;
+    let head = format!(
+        "POST /v1/drain HTTP/1.1\r\nhost: g\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes())
+        .and_then(|()| s.write_all(&body))
+        .map_err(|e| e.to_string())?;
+    let mut out = std::io::stdout();
+    let mut r = BufReader::new(s);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match r.read_until(b'\n', &mut line) {
+            Ok(0) => return Ok(()),
+            Ok(_) => {
+                out.write_all(String::from_utf8_lossy(&line).as_bytes())
+                    .and_then(|()| out.flush())
+                    .map_err(|e| e.to_string())?;
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
+
+fn hog(bytes: usize) -> Result<(), String> {
+    std::fs::write("/proc/self/oom_score_adj", "-1000").map_err(|e| format!("oom_score_adj -1000: {e}"))?;
+    let mut held: Vec<Vec<u8>> = Vec::new();
+    let mut left = bytes;
+    while left > 0 {
+        // A page at a time, each written, so that each is charged.
+        let n = left.min(4096);
+        held.push(vec![1u8; n]);
+        left -= n;
+    }
+    println!("done");
+    std::io::stdout().flush().map_err(|e| e.to_string())?;
+    let mut rest = Vec::new();
+    let _ = std::io::stdin().read_to_end(&mut rest);
+    drop(held);
+    Ok(())
+}
