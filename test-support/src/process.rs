@@ -131,3 +131,23 @@ impl LineChild {
 
 #[cfg(test)]
 mod tests;
+
+/// A process stopped with SIGSTOP, continued (SIGCONT) when this is
+/// dropped, whatever happens in between (a failed assertion included).
+pub struct Stopped(u32);
+
+impl Stopped {
+    pub fn stop(pid: u32) -> Stopped {
+        // SAFETY: kill(2) on a pid the caller started.
+        let r = unsafe { libc::kill(pid as libc::pid_t, libc::SIGSTOP) };
+        assert_eq!(r, 0, "SIGSTOP {pid}: {}", io::Error::last_os_error());
+        Stopped(pid)
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        // SAFETY: as in `stop`.
+        unsafe { libc::kill(self.0 as libc::pid_t, libc::SIGCONT) };
+    }
+}

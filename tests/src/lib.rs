@@ -23,7 +23,7 @@ pub mod rollout;
 pub mod stand_in;
 pub mod unix_http;
 
-pub use graceful_test_support::{is_root, memcg, monotonic_ns, unique, which};
+pub use graceful_test_support::{is_root, memcg, monotonic_ns, process, unique, which};
 
 /// How late an event-driven release may land in a test. Tests prove *why*
 /// a drain was released (the kernel's close event, a container's exit, the
@@ -73,17 +73,36 @@ pub fn sh(cmd: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// Polls `f` until it returns Some, or panics after `secs` with `what`.
-pub fn wait_for<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+/// Polls `f` every 20 ms until it returns Some, for at most `secs`.
+fn poll<T>(secs: u64, mut f: impl FnMut() -> Option<T>) -> Option<T> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
     loop {
         if let Some(v) = f() {
-            return v;
+            return Some(v);
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
+        if std::time::Instant::now() >= deadline {
+            return None;
+        }
         std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Polls `f` until it returns Some, or panics after `secs` with `what`.
+pub fn wait_for<T>(secs: u64, what: &str, f: impl FnMut() -> Option<T>) -> T {
+    poll(secs, f).unwrap_or_else(|| panic!("timed out waiting for {what}"))
+}
+
+/// Polls `f` until what it returns is `want`, or panics after `secs`
+/// with `what` and the last value seen.
+pub fn wait_equal<T: PartialEq + std::fmt::Debug>(secs: u64, what: &str, want: T, mut f: impl FnMut() -> T) {
+    let mut last = None;
+    let done = poll(secs, || {
+        let v = f();
+        let hit = v == want;
+        last = Some(v);
+        hit.then_some(())
+    });
+    if done.is_none() {
+        panic!("timed out waiting for {what}: {last:?} after {secs} s, not {want:?}");
     }
 }

@@ -22,6 +22,7 @@ use graceful_tests::{
         AGENT_NAMESPACE, AGENT_SELECTOR,
     },
     oracle,
+    process::Stopped,
 };
 use serde_json::Value;
 
@@ -42,26 +43,6 @@ fn dashboard_queries() -> Vec<String> {
         .flat_map(|p| p["targets"].as_array().unwrap().iter())
         .map(|t| t["expr"].as_str().unwrap().replace("$instance", ".+"))
         .collect()
-}
-
-/// Sends SIGCONT to a stopped agent whatever happens.
-struct Stopped(u32);
-
-impl Stopped {
-    fn stop(pid: u32) -> Stopped {
-        assert_eq!(
-            unsafe { libc::kill(pid as i32, libc::SIGSTOP) },
-            0,
-            "SIGSTOP {pid}"
-        );
-        Stopped(pid)
-    }
-}
-
-impl Drop for Stopped {
-    fn drop(&mut self) {
-        unsafe { libc::kill(self.0 as i32, libc::SIGCONT) };
-    }
 }
 
 /// The agent pod's address.

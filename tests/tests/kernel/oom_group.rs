@@ -20,6 +20,7 @@ use graceful_tests::{
     memcg::MemCgroup,
     peer::held_connections,
     pod::SimPod,
+    process::Stopped,
     unique,
 };
 
@@ -32,11 +33,6 @@ fn oom_kills(memcg: &MemCgroup) -> u64 {
         .lines()
         .find_map(|l| l.strip_prefix("oom_kill ").and_then(|v| v.trim().parse().ok()))
         .unwrap_or(0)
-}
-
-fn signal(pid: u32, sig: i32) {
-    // SAFETY: kill(2) on a pid of this test's.
-    assert_eq!(unsafe { libc::kill(pid as i32, sig) }, 0, "kill {pid} {sig}");
 }
 
 /// `pid` has exited: gone, or a zombie its (frozen) parent has not reaped.
@@ -118,7 +114,7 @@ fn an_oom_kill_of_the_agent_under_the_group_kill_cuts_no_held_hook() {
     let margin = 1 << 20;
     let limit = usage + margin;
     let before = oom_kills(&memcg);
-    signal(keeper, libc::SIGSTOP);
+    let stopped = Stopped::stop(keeper);
     memcg.set_limit(limit).unwrap();
     let mut hog = Command::new(graceful_tests::peer::peer_bin());
     hog.arg("hog")
@@ -141,7 +137,7 @@ fn an_oom_kill_of_the_agent_under_the_group_kill_cuts_no_held_hook() {
     memcg.set_limit(u64::MAX / 2).unwrap();
     drop(hog.stdin.take());
     let _ = hog.wait();
-    signal(keeper, libc::SIGCONT);
+    drop(stopped);
     let kills = oom_kills(&memcg) - before;
 
     let log = graceful_tests::wait_for(60, "the keeper's new agent to serve the held hook", || {

@@ -78,16 +78,27 @@ fn padded_hook(socket: &str, size: usize) -> Result<(), String> {
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_err(|e| e.to_string())?
-        .as_millis();
-    let mut body = format!(
-        "{{\"policy\":\"drained\",\"min_ms\":0,\"settle_ms\":100,\"max_ms\":60000,\"started_unix_ms\":{now_ms}"
-    )
-    .into_bytes();
+        .as_millis() as u64;
+    // The request graceful-wait sends, from the contract's own type; the
+    // spaces go before its closing brace.
+    let request = graceful_api::DrainRequest {
+        policy: Some(graceful_api::Policy::Drained),
+        min_ms: Some(0),
+        settle_ms: Some(100),
+        max_ms: Some(60_000),
+        started_unix_ms: now_ms,
+        ..Default::default()
+    };
+    let mut body = serde_json::to_vec(&request).map_err(|e| e.to_string())?;
+    let close = body
+        .pop()
+        .filter(|b| *b == b'}')
+        .ok_or("a request is a JSON object")?;
     let pad = size
         .checked_sub(body.len() + 1)
         .ok_or_else(|| format!("size {size} is below the request's own {}", body.len() + 1))?;
     body.resize(body.len() + pad, b' ');
-    body.push(b'}');
+    body.push(close);
     let mut s =
         std::os::unix::net::UnixStream::connect(socket).map_err(|e| format!("connect {socket}: {e}"))?;
     let head = format!(
