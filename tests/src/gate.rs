@@ -64,13 +64,17 @@ pub fn abstract_listening(ns: &NetNs, name: &str) -> bool {
     ns.exec("ss", &["-Hxl"]).split_whitespace().any(|w| w == name)
 }
 
-/// Waits until the agent holds `n` drains (asking its local API), so what
-/// a test does next happens during them, however slowly the hook started.
+/// Waits until the agent holds `n` drains (asking its local API), each
+/// past its first look at the count, so what a test does next happens
+/// during them, however slowly the hook started.
 pub fn wait_draining(agent: &Agent, n: usize) {
     crate::wait_for(30, "the drain to start", || {
         let out = crate::agent::graceful(&agent.pin_dir, &["drains", "-o", "json"]);
         let v: Value = serde_json::from_slice(&out.stdout).ok()?;
-        (v["active"].as_array()?.len() == n).then_some(())
+        let active = v["active"].as_array()?;
+        // Listed comes before the first look (a walk of the pod's sockets
+        // comes between): a close before it would be no change of the drain's.
+        (active.len() == n && active.iter().all(|d| d["inbound"].is_u64())).then_some(())
     });
 }
 

@@ -133,6 +133,7 @@ pub fn render(d: &Value) -> String {
                 s(a, "policy"),
                 s(a, "scope"),
                 ms(a, "max_ms"),
+                s(a, "inbound"),
                 ignoring(a),
             ]
         })
@@ -140,7 +141,7 @@ pub fn render(d: &Value) -> String {
     section(
         &mut out,
         "HOLDING",
-        &["POD", "CONTAINER", "POLICY", "SCOPE", "MAX", "IGNORING"],
+        &["POD", "CONTAINER", "POLICY", "SCOPE", "MAX", "INBOUND", "IGNORING"],
         rows,
     );
     let rows = list(d, "released")

@@ -245,7 +245,7 @@ impl Drainer {
     async fn run_in_span(
         &self,
         p: Prepared,
-        progress: impl FnMut(&Point) + Send,
+        mut progress: impl FnMut(&Point) + Send,
     ) -> Result<Released, MapError> {
         let Prepared {
             who,
@@ -281,6 +281,7 @@ impl Drainer {
             start_ns: params.start_ns,
             cgroups: target.cgroups.clone(),
             ignoring: exclusions.as_ref().map(|e| e.rules.clone()).unwrap_or_default(),
+            inbound: None,
         });
         // Set before the pass over the pod's sockets, which then leaves
         // out the live ones they match as the programs do new ones.
@@ -322,7 +323,10 @@ impl Drainer {
             rules,
             resumed.as_ref(),
             exited,
-            progress,
+            |p: &Point| {
+                active.looked(p.inbound);
+                progress(p)
+            },
         )
         .await?;
         let full = DrainReport {

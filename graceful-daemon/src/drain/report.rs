@@ -37,6 +37,10 @@ pub struct ActiveDrain {
     /// `10.0.0.0/8`); empty for none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ignoring: Vec<String>,
+    /// The inbound count at the drain's last look; absent until its
+    /// first, which a walk of the pod's sockets can hold up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inbound: Option<u64>,
 }
 
 /// What the drains tell the rest of the agent, as it happens.

@@ -77,6 +77,15 @@ pub struct Active {
 }
 
 impl Active {
+    /// The drain's inbound count as it looked now, for `graceful drains`.
+    pub(super) fn looked(&self, inbound: u64) {
+        if let Some(d) = &self.drain {
+            if let Some(listed) = sync::lock(&self.drains.active).get_mut(&d.id) {
+                listed.inbound = Some(inbound);
+            }
+        }
+    }
+
     /// Out of the table, into the history and the feed.
     pub(super) fn released(mut self, report: DrainReport) {
         if let Some(d) = self.drain.take() {

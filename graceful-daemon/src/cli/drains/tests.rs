@@ -4,7 +4,8 @@ use super::*;
 fn sections_show_what_the_daemon_sent() {
     let d = serde_json::json!({
         "active": [{"id": 3, "pod": "p1", "container": "c".repeat(64), "scope": "pod",
-                    "policy": "drained", "max_ms": 25000, "start_ns": 1, "cgroups": [1]}],
+                    "policy": "drained", "max_ms": 25000, "start_ns": 1, "cgroups": [1],
+                    "inbound": 4}],
         "released": [
             {"pod": "p0", "container": null, "scope": "pod", "reason": "deadline", "waited_ms": 900,
              "inbound_at_start": 1, "peak_inbound": 1, "new_connections": 0},
@@ -16,7 +17,10 @@ fn sections_show_what_the_daemon_sent() {
     });
     let t = render(&d);
     assert!(t.contains("HOLDING (1)\nPOD   CONTAINER      POLICY"), "{t}");
-    assert!(t.contains("p1    cccccccccccc   drained   pod     25.0s"), "{t}");
+    assert!(
+        t.contains("p1    cccccccccccc   drained   pod     25.0s   4 "),
+        "{t}"
+    );
     // Newest first.
     let released: Vec<&str> = t
         .lines()
@@ -64,6 +68,7 @@ fn exclusions_show_as_rules_held_and_counts_released() {
         start_ns: 1,
         cgroups: vec![1],
         ignoring: ignoring.iter().map(|r| r.to_string()).collect(),
+        inbound: None,
     };
     let released = |pod: &str, ignored: Vec<Ignored>, at_release| DrainReport {
         pod: pod.into(),
@@ -119,13 +124,16 @@ fn exclusions_show_as_rules_held_and_counts_released() {
     let h = at("HOLDING");
     assert_eq!(
         lines[h + 1],
-        "POD   CONTAINER   POLICY    SCOPE   MAX     IGNORING"
+        "POD   CONTAINER   POLICY    SCOPE   MAX     INBOUND   IGNORING"
     );
     assert_eq!(
         lines[h + 2],
-        "web   -           drained   pod     30.0s   9090,node,10.0.0.0/8"
+        "web   -           drained   pod     30.0s   -         9090,node,10.0.0.0/8"
     );
-    assert_eq!(lines[h + 3], "api   -           drained   pod     30.0s   -");
+    assert_eq!(
+        lines[h + 3],
+        "api   -           drained   pod     30.0s   -         -"
+    );
     let r = at("RELEASED");
     assert_eq!(
         lines[r + 1],
