@@ -14,6 +14,21 @@ use std::{
     path::{Path, PathBuf},
 };
 
+/// What the OOM killer weighs a process by before its `oom_score_adj`,
+/// in pages, as the kernel's `oom_badness` counts it: resident memory of
+/// every kind (anonymous, file, shared), swap, and page tables. `pid` is a
+/// number or `self`.
+pub fn oom_weight(pid: &str) -> io::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let kib: u64 = status
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .filter(|(k, _)| ["RssAnon", "RssFile", "RssShmem", "VmSwap", "VmPTE"].contains(k))
+        .filter_map(|(_, v)| v.trim().trim_end_matches(" kB").parse::<u64>().ok())
+        .sum();
+    Ok(kib / 4)
+}
+
 pub struct MemCgroup {
     dir: PathBuf,
     v2: bool,

@@ -17,7 +17,7 @@ use graceful_tests::{
     agent::Agent,
     cgroup::Cgroup,
     gate::{engaged, finish_engaged, hook, wait_draining},
-    memcg::MemCgroup,
+    memcg::{self, MemCgroup},
     peer::held_connections,
     pod::SimPod,
     process::Stopped,
@@ -83,18 +83,24 @@ fn an_oom_kill_of_the_agent_under_the_group_kill_cuts_no_held_hook() {
     wait_draining(&agent, 1);
 
     // The container at its limit, as in production: a limit 1 MiB over
-    // the usage, then an allocation in the cgroup of that and half the
-    // agent's own memory, by a process the OOM killer never takes (a
-    // hog at oom_score_adj -1000). The kernel kills in the charging
-    // process's context the largest process it may take, the agent,
-    // whose death makes the room. The keeper is stopped meanwhile, so that
-    // it starts the next agent once the limit is back, as a transient
-    // peak leaves it: under a limit the new agent cannot start in, the
-    // next kill could take the keeper instead of an agent still smaller
-    // than it. (Lowering `memory.max` beneath the usage instead makes the
-    // kernel kill in the writer's loop, which on 7.2 took the keeper as
-    // a second victim 6 ms after the agent, before the agent's memory was
-    // uncharged: a trigger production does not have.)
+    // the usage, then allocations in the cgroup by a third process, a hog,
+    // a page at a time, until the kernel kills: in the charging process's
+    // context, the process it weighs most, the agent, whose death makes
+    // the room. The hog stops within 64 KiB of that kill. The kernel may
+    // still kill a second time for the hog's charge in flight: from the
+    // moment the agent's threads all begin to exit until its memory is
+    // uncharged (about 6 to 11 ms here), it no longer lists the agent
+    // as a victim in progress, and takes the next heaviest process. That
+    // is the test's charger at work, not the container's: the agent
+    // charging for itself ends its charges as it dies. So the hog weighs
+    // itself between the agent and the keeper (its `oom_score_adj`):
+    // never the first victim, always the second if there is one, which
+    // also ends its charge. (Lowering `memory.max` beneath the usage
+    // instead kills in the writer's loop, which meets the same window.)
+    // The keeper is stopped meanwhile, so that it starts the next agent
+    // once the limit is back, as a transient peak leaves it: under a limit
+    // the new agent cannot start in, the next kill could take the keeper
+    // instead of an agent still smaller than it.
     let keeper = agent.pid().unwrap();
     let procs = std::fs::read_to_string(memcg.dir().join("cgroup.procs")).unwrap();
     let agent_pid: u32 = procs
@@ -102,14 +108,12 @@ fn an_oom_kill_of_the_agent_under_the_group_kill_cuts_no_held_hook() {
         .filter_map(|l| l.parse().ok())
         .find(|p| *p != keeper)
         .unwrap_or_else(|| panic!("no agent beside the keeper: {procs}"));
-    let rss_kib: u64 = std::fs::read_to_string(format!("/proc/{agent_pid}/status"))
-        .unwrap()
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("RssAnon:")
-                .and_then(|v| v.trim().trim_end_matches(" kB").parse().ok())
-        })
-        .unwrap();
+    let weight = |pid: u32| memcg::oom_weight(&pid.to_string()).unwrap();
+    let (agent_weight, keeper_weight) = (weight(agent_pid), weight(keeper));
+    assert!(
+        agent_weight > keeper_weight + 512,
+        "the agent weighs {agent_weight} pages, the keeper {keeper_weight}: no room for the hog between"
+    );
     let usage = memcg.usage().unwrap();
     let margin = 1 << 20;
     let limit = usage + margin;
@@ -118,7 +122,11 @@ fn an_oom_kill_of_the_agent_under_the_group_kill_cuts_no_held_hook() {
     memcg.set_limit(limit).unwrap();
     let mut hog = Command::new(graceful_tests::peer::peer_bin());
     hog.arg("hog")
-        .arg((margin + rss_kib * 1024 / 2).to_string())
+        .arg(memcg.dir().join("memory.events"))
+        .arg(before.to_string())
+        .arg((16 * margin).to_string())
+        .arg(((agent_weight + keeper_weight) / 2).to_string())
+        .arg((limit / 4096).to_string())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped());
     graceful_tests::cgroup::start_in(&mut hog, memcg.dir());
@@ -133,12 +141,29 @@ fn an_oom_kill_of_the_agent_under_the_group_kill_cuts_no_held_hook() {
         &mut line,
     )
     .unwrap();
-    assert_eq!(line.trim(), "done", "the hog did not finish");
     memcg.set_limit(u64::MAX / 2).unwrap();
     drop(hog.stdin.take());
-    let _ = hog.wait();
+    let hog_status = hog.wait().unwrap();
     drop(stopped);
     let kills = oom_kills(&memcg) - before;
+    let events = std::fs::read_to_string(memcg.dir().join("memory.events")).unwrap_or_default();
+    // Killed second, the hog printed nothing.
+    let hog_said = match line.trim().strip_prefix("done ") {
+        Some(done) => {
+            assert_eq!(kills, 1, "the hog finished, yet {kills} kills: {events}");
+            format!("the hog stopped after {done} (bytes, oom_score_adj)")
+        }
+        None => {
+            use std::os::unix::process::ExitStatusExt;
+            assert_eq!(
+                (kills, hog_status.signal()),
+                (2, Some(9)),
+                "the hog neither finished nor was the second victim: {line:?} {hog_status}\n{events}"
+            );
+            "the hog, the test's own charger, was the second victim".to_string()
+        }
+    };
+    assert!(gone(agent_pid));
 
     let log = graceful_tests::wait_for(60, "the keeper's new agent to serve the held hook", || {
         let log = agent.log_text();
@@ -167,7 +192,7 @@ fn an_oom_kill_of_the_agent_under_the_group_kill_cuts_no_held_hook() {
         "the keeper died"
     );
     eprintln!(
-        "memory.oom.group 1 -> 0 by the keeper; {kills} OOM kill(s) of the agent ({rss_kib} KiB anonymous) when the cgroup crossed its limit of {} KiB (usage {} KiB before): the keeper lived, 0 hooks cut",
+        "memory.oom.group 1 -> 0 by the keeper; the agent OOM-killed (weighing {agent_weight} pages, the keeper {keeper_weight}) when the cgroup crossed its limit of {} KiB (usage {} KiB before); {hog_said}: the keeper lived, 0 hooks cut",
         limit / 1024,
         usage / 1024
     );

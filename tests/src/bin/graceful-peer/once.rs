@@ -12,9 +12,13 @@
 //! - `padded-hook SOCKET SIZE`: a valid drain request to the gate's unix
 //!   SOCKET, its JSON body padded with spaces to SIZE bytes (JSON takes any
 //!   amount of whitespace); prints each line of the answer as it comes.
-//! - `hog BYTES`: sets its own `oom_score_adj` to -1000 (so that the OOM
-//!   killer never takes it), touches BYTES of anonymous memory, prints
-//!   `done`, and waits for its stdin to close.
+//! - `hog EVENTS KILLS BYTES WEIGHT TOTAL`: sets its own `oom_score_adj`
+//!   so that the OOM killer weighs it WEIGHT pages (TOTAL: the pages the
+//!   OOM's limit holds, which scale the adjustment), then touches
+//!   anonymous memory a page at a time until the `oom_kill` count in the
+//!   cgroup's `memory.events` file EVENTS passes KILLS (looking every 16
+//!   pages), or fails at BYTES; prints `done <bytes touched> <adj>` and
+//!   waits for its stdin to close.
 
 use std::{
     io::{BufRead, BufReader, Read, Write},
@@ -31,10 +35,12 @@ pub fn run(args: &[String]) -> i32 {
             .parse()
             .map_err(|e| format!("size {size}: {e}"))
             .and_then(|n| padded_hook(socket, n)),
-        ["hog", bytes] => bytes
-            .parse()
-            .map_err(|e| format!("bytes {bytes}: {e}"))
-            .and_then(hog),
+        ["hog", events, kills, bytes, weight, total] => {
+            match (kills.parse(), bytes.parse(), weight.parse(), total.parse()) {
+                (Ok(k), Ok(n), Ok(w), Ok(t)) => hog(events, k, n, w, t),
+                _ => Err(format!("hog {kills} {bytes} {weight} {total}: numbers wanted")),
+            }
+        }
         _ => Err(format!("unknown one-shot command {words:?}")),
     };
     match done {
@@ -125,17 +131,38 @@ fn padded_hook(socket: &str, size: usize) -> Result<(), String> {
     }
 }
 
-fn hog(bytes: usize) -> Result<(), String> {
-    std::fs::write("/proc/self/oom_score_adj", "-1000").map_err(|e| format!("oom_score_adj -1000: {e}"))?;
+fn oom_kills(events: &str) -> Result<u64, String> {
+    let text = std::fs::read_to_string(events).map_err(|e| format!("{events}: {e}"))?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("oom_kill ").and_then(|v| v.trim().parse().ok()))
+        .ok_or_else(|| format!("{events}: no oom_kill line"))
+}
+
+fn hog(events: &str, before: u64, most: usize, weight: i64, total: i64) -> Result<(), String> {
+    // The kernel adds `oom_score_adj * (TOTAL / 1000)` pages to what it
+    // weighs; aimed at half the 1 MiB it will touch.
+    let own = graceful_tests::memcg::oom_weight("self").map_err(|e| e.to_string())? as i64;
+    let unit = (total / 1000).max(1);
+    let adj = ((weight - own - 128) / unit).clamp(-999, 1000);
+    std::fs::write("/proc/self/oom_score_adj", adj.to_string())
+        .map_err(|e| format!("oom_score_adj {adj}: {e}"))?;
     let mut held: Vec<Vec<u8>> = Vec::new();
-    let mut left = bytes;
-    while left > 0 {
+    let mut touched = 0;
+    // Stops within 64 KiB of the kill, so that what it still asks for
+    // is far less than its victim's death gives back: a hog that went on
+    // to a fixed size could need a second victim.
+    loop {
+        if touched >= most {
+            return Err(format!("no OOM kill in {events} after {touched} bytes"));
+        }
+        if held.len().is_multiple_of(16) && oom_kills(events)? > before {
+            break;
+        }
         // A page at a time, each written, so that each is charged.
-        let n = left.min(4096);
-        held.push(vec![1u8; n]);
-        left -= n;
+        held.push(vec![1u8; 4096]);
+        touched += 4096;
     }
-    println!("done");
+    println!("done {touched} {adj}");
     std::io::stdout().flush().map_err(|e| e.to_string())?;
     let mut rest = Vec::new();
     let _ = std::io::stdin().read_to_end(&mut rest);
