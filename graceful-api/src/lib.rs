@@ -2,13 +2,15 @@
 //! targets: what a pod may ask (`POST /v1/drain`), and the names of the
 //! policies and release reasons that reports carry; and the httpGet
 //! gate's query ([`hook_query`]), with the durations it carries
-//! ([`duration`]).
+//! ([`duration`]); and the local API's answers with the tables every
+//! client prints from them ([`views`]).
 
 use serde::{Deserialize, Serialize};
 
 pub mod duration;
 pub mod exclusions;
 pub mod hook_query;
+pub mod views;
 
 pub use exclusions::Peer;
 
@@ -33,6 +35,10 @@ pub const SETTINGS: [&str; 9] = [
 /// container of that pod, with no hostPath: an abstract socket belongs to
 /// a network namespace, not to a filesystem.
 pub const POD_SOCKET: &str = "graceful.dev/gate";
+
+/// The agent's whole local API, on its pod's loopback in the DaemonSet
+/// (`kubectl graceful` reaches it by port-forward).
+pub const POD_API_PORT: u16 = 9465;
 
 /// Largest request body the gate accepts.
 pub const MAX_BODY: usize = 64 * 1024;

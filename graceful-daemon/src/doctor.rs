@@ -15,43 +15,7 @@ use crate::{
     cgroupfs, kernel,
 };
 
-/// How a check came out.
-#[derive(PartialEq, Eq, Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Level {
-    Ok,
-    Warn,
-    Fail,
-}
-
-/// One check's line: `/v1/doctor` and `kubectl graceful doctor` carry
-/// these. The field names are a contract.
-#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
-pub struct Finding {
-    pub level: Level,
-    pub check: String,
-    pub message: String,
-}
-
-impl Finding {
-    /// `ok   kernel       6.12 ...`, as `graceful doctor` prints it.
-    pub fn line(&self) -> String {
-        let tag = match self.level {
-            Level::Ok => "ok  ",
-            Level::Warn => "warn",
-            Level::Fail => "FAIL",
-        };
-        format!("{tag} {:<12} {}", self.check, self.message)
-    }
-}
-
-/// What a set of findings means, as its last line.
-pub fn verdict(findings: &[Finding]) -> Option<&'static str> {
-    findings
-        .iter()
-        .any(|f| f.level == Level::Fail)
-        .then_some("graceful cannot work on this node until the FAIL lines above are fixed")
-}
+pub use graceful_api::views::doctor::{verdict, Finding, Level};
 
 struct Report {
     findings: Vec<Finding>,

@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 /// What each node's graceful agent sees, through the API server.
 #[derive(Debug, Parser)]
-#[command(name = "kubectl-graceful", bin_name = "kubectl graceful", version = graceful::VERSION)]
+#[command(name = "kubectl-graceful", bin_name = "kubectl graceful", version)]
 pub struct Cli {
     /// Only this node's agent (default: every node's).
     #[arg(long, global = true)]

@@ -11,7 +11,7 @@ use kube::Api;
 use crate::agents::said;
 
 /// The port the agent's whole API listens on, on its pod's loopback.
-pub const API_PORT: u16 = graceful::api::POD_API_PORT;
+pub const API_PORT: u16 = graceful_api::POD_API_PORT;
 
 /// How long one agent may take to answer.
 const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);

@@ -4,11 +4,12 @@
 //! asked is one line on stderr, and the others are shown; the exit status
 //! is then 1.
 
-use graceful::{
-    cli::{cgroups, drains, pods, table::table},
-    counted::Row,
+use graceful_api::views::{
+    cgroups::{self, Row},
     doctor::{verdict, Finding},
-    resolver::counts::{sort_pods, PodView},
+    drains,
+    pods::{self, sort_pods, PodView},
+    table::table,
 };
 use k8s_openapi::api::core::v1::Pod;
 use kube::{

@@ -35,4 +35,4 @@ pub const DEFAULT_ADDR: &str = "127.0.0.1:9464";
 /// The DaemonSet's ports: the metrics address on the pod's own address,
 /// the whole API on the pod's loopback.
 pub const POD_METRICS_PORT: u16 = 9464;
-pub const POD_API_PORT: u16 = 9465;
+pub use graceful_api::POD_API_PORT;

@@ -2,6 +2,8 @@
 //! so it works while the agent is down.
 
 use super::table::Output;
+pub use graceful_api::views::cgroups::render;
+
 pub use crate::counted::{rows, Row};
 use crate::{bpf::paths::PinDir, cgroupfs::Hierarchy};
 
@@ -32,34 +34,3 @@ pub fn run(pins: &PinDir, args: Args) -> anyhow::Result<i32> {
     }
     Ok(0)
 }
-
-/// The table: IGNORED is the part of INBOUND a drain's exclusions leave
-/// out, a dash for none.
-pub fn render(rows: &[Row]) -> String {
-    let mut out = format!(
-        "{:>10} {:>7} {:>7} {:>8} {:>6} {:>9} {:>9} {:>9}  PATH\n",
-        "CGROUP", "INBOUND", "IGNORED", "OUTBOUND", "LISTEN", "IN_TOTAL", "OUT_TOTAL", "IN_CLOSED"
-    );
-    for r in rows {
-        let ignored = match r.inbound_ignored_live {
-            0 => "-".to_string(),
-            v => (v as i64).to_string(),
-        };
-        out.push_str(&format!(
-            "{:>10} {:>7} {:>7} {:>8} {:>6} {:>9} {:>9} {:>9}  {}\n",
-            r.cgroup_id,
-            r.inbound_live as i64,
-            ignored,
-            r.outbound_live as i64,
-            r.listeners as i64,
-            r.inbound_total,
-            r.outbound_total,
-            r.inbound_closed_total,
-            r.path.as_deref().unwrap_or("(removed)")
-        ));
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests;

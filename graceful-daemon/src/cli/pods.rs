@@ -11,15 +11,14 @@ use std::{io::IsTerminal, path::Path, time::Duration};
 
 use serde::Deserialize;
 
-use super::{
-    client::{self, ClientError},
-    table::{dash, n, table},
-};
+pub use graceful_api::views::pods::{pod_detail, pods_rows, pods_table, warnings};
+
+use super::client::{self, ClientError};
 use crate::{
     bpf::{maps::Counters, paths::PinDir},
     cgroupfs::Hierarchy,
     resolver::{
-        counts::{find, sort_pods, views, Live, PodView},
+        counts::{find, sort_pods, views, PodView},
         index::PodIndex,
     },
 };
@@ -159,173 +158,6 @@ pub fn run_pod(pins: &PinDir, api: &Path, args: PodArgs) -> anyhow::Result<i32> 
         Output::Table | Output::Wide => print!("{}", pod_detail(pod)),
     }
     Ok(0)
-}
-
-fn pods_table(pods: &[PodView], wide: bool) -> String {
-    let mut out = table(&pods_rows(pods, wide));
-    out.push_str(&warnings(pods));
-    out
-}
-
-/// The table's rows, its head first (`kubectl graceful pods` adds a NODE
-/// column in front).
-pub fn pods_rows(pods: &[PodView], wide: bool) -> Vec<Vec<String>> {
-    let mut head = vec!["NAMESPACE", "POD"];
-    if wide {
-        head.extend(["UID", "QOS"]);
-    }
-    head.extend(["CONTAINERS", "INBOUND"]);
-    if wide {
-        head.push("IGNORED");
-    }
-    head.extend(["OUTBOUND", "LISTEN", "STATE"]);
-    if wide {
-        head.extend(["CGROUP", "PATH"]);
-    }
-    let mut rows = vec![head.into_iter().map(String::from).collect::<Vec<_>>()];
-    for p in pods {
-        let mut r = vec![
-            dash(&p.namespace),
-            p.name.clone().unwrap_or_else(|| p.uid.clone()),
-        ];
-        if wide {
-            r.extend([p.uid.clone(), p.qos.to_string()]);
-        }
-        r.extend([p.containers.len().to_string(), n(p.live.inbound_live)]);
-        if wide {
-            r.push(ignored(p.live));
-        }
-        r.extend([n(p.live.outbound_live), n(p.live.listeners), state(p)]);
-        if wide {
-            r.extend([p.cgroup_id.map_or("-".into(), |c| c.to_string()), dash(&p.path)]);
-        }
-        rows.push(r);
-    }
-    rows
-}
-
-/// A `warning:` line for each pod whose gate a mesh would cut.
-pub fn warnings(pods: &[PodView]) -> String {
-    let mut out = String::new();
-    for p in pods {
-        if let Some(w) = &p.gate_warning {
-            out.push_str(&format!(
-                "\nwarning: {}/{}: {w}",
-                dash(&p.namespace),
-                p.name.as_deref().unwrap_or(&p.uid)
-            ));
-        }
-    }
-    out
-}
-
-/// IGNORED: a dash for none, as most pods have.
-fn ignored(l: Live) -> String {
-    match l.inbound_ignored {
-        0 => "-".into(),
-        v => n(v),
-    }
-}
-
-/// The inbound count, with the part left out when there is one.
-fn inbound(l: Live) -> String {
-    match l.inbound_ignored {
-        0 => format!("{} inbound", n(l.inbound_live)),
-        v => format!(
-            "{} inbound ({} left out by the drain's exclusions)",
-            n(l.inbound_live),
-            n(v)
-        ),
-    }
-}
-
-/// STATE, with the time since deletion for a terminating pod.
-fn state(p: &PodView) -> String {
-    match p.since_deletion_s {
-        Some(s) => format!("{} ({s:.1}s)", p.state.as_str()),
-        None => p.state.as_str().to_string(),
-    }
-}
-
-/// `graceful pod`: the pod, then container by container. The `(pod)` row
-/// is what no container holds: the pod cgroup itself (a pause process or
-/// anything placed directly in it) and pod overhead such as CRI-O's conmon.
-fn pod_detail(p: &PodView) -> String {
-    let mut out = String::new();
-    let l = p.live;
-    for (k, v) in [
-        ("UID", p.uid.clone()),
-        ("Namespace", dash(&p.namespace)),
-        ("Name", dash(&p.name)),
-        ("QoS", p.qos.to_string()),
-        ("State", state(p)),
-        (
-            "Cgroup",
-            format!(
-                "{} {}",
-                p.cgroup_id.map_or("-".into(), |c| c.to_string()),
-                dash(&p.path)
-            ),
-        ),
-        (
-            "Connections",
-            format!(
-                "{}, {} outbound, {} listening",
-                inbound(l),
-                n(l.outbound_live),
-                n(l.listeners)
-            ),
-        ),
-    ] {
-        out.push_str(&format!("{:<13}{v}\n", format!("{k}:")));
-    }
-    out.push('\n');
-    let head = [
-        "CONTAINER",
-        "NAME",
-        "RUNTIME",
-        "CGROUP",
-        "INBOUND",
-        "OUTBOUND",
-        "LISTEN",
-        "PATH",
-    ];
-    let mut rows = vec![head.map(String::from).to_vec()];
-    let row = |id: String, name: String, rt: String, cg: String, l: Live, path: String| {
-        vec![
-            id,
-            name,
-            rt,
-            cg,
-            n(l.inbound_live),
-            n(l.outbound_live),
-            n(l.listeners),
-            path,
-        ]
-    };
-    if p.cgroup_id.is_some() || p.outside_containers() != Live::default() {
-        rows.push(row(
-            "(pod)".into(),
-            "-".into(),
-            "-".into(),
-            p.cgroup_id.map_or("-".into(), |c| c.to_string()),
-            p.outside_containers(),
-            dash(&p.path),
-        ));
-    }
-    for c in &p.containers {
-        rows.push(row(
-            c.id.chars().take(12).collect(),
-            dash(&c.name),
-            c.runtime.to_string(),
-            c.cgroup_id.to_string(),
-            c.live,
-            c.path.clone(),
-        ));
-    }
-    out.push_str(&table(&rows));
-    out.push('\n');
-    out
 }
 
 #[cfg(test)]

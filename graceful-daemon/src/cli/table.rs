@@ -1,5 +1,5 @@
-//! Plain-text tables as kubectl prints them, and the table-or-JSON choice
-//! the commands share.
+//! The table-or-JSON choice the commands share; the tables themselves are
+//! the contract's ([`graceful_api::views::table`]).
 
 /// `-o table|json`. JSON is a stable contract for scripts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -9,35 +9,4 @@ pub enum Output {
     Json,
 }
 
-/// Counts as signed: a sum read from several map entries at slightly
-/// different times can be transiently low, and -1 reads better than 2^64-1.
-pub fn n(v: u64) -> String {
-    (v as i64).to_string()
-}
-
-pub fn dash(s: &Option<String>) -> String {
-    s.clone().unwrap_or_else(|| "-".into())
-}
-
-/// Left-aligned columns, three spaces apart, as kubectl prints them.
-pub fn table(rows: &[Vec<String>]) -> String {
-    let cols = rows.first().map_or(0, Vec::len);
-    let width: Vec<usize> = (0..cols)
-        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
-        .collect();
-    let mut out = String::new();
-    for r in rows {
-        let mut line = String::new();
-        for (c, cell) in r.iter().enumerate() {
-            if c + 1 < cols {
-                line.push_str(&format!("{cell:<w$}   ", w = width[c]));
-            } else {
-                line.push_str(cell);
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out.pop();
-    out
-}
+pub use graceful_api::views::table::{dash, n, table};

@@ -83,46 +83,15 @@
 //! is rejected.
 
 use std::ffi::OsStr;
-use std::fmt;
 use std::os::unix::ffi::OsStrExt;
 
-use serde::{Deserialize, Serialize};
+pub use graceful_api::views::pods::{Driver, QosClass, Runtime};
+use serde::Serialize;
 
 /// Longest container id accepted. Runtimes use 64 hex characters; containerd
 /// allows ids up to 76 characters; 128 leaves room without accepting
 /// arbitrarily long junk.
 pub const MAX_CONTAINER_ID_LEN: usize = 128;
-
-/// Kubernetes QoS class, read from the kubepods sub-hierarchy the pod sits in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum QosClass {
-    Guaranteed,
-    Burstable,
-    BestEffort,
-}
-
-/// Container runtime, read from the prefix of the container cgroup name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum Runtime {
-    #[serde(rename = "containerd")]
-    Containerd,
-    #[serde(rename = "cri-o")]
-    CriO,
-    #[serde(rename = "docker")]
-    Docker,
-    /// No prefix (cgroupfs containerd/docker use bare ids) or one we don't know.
-    #[serde(rename = "unknown")]
-    Unknown,
-}
-
-/// Which kubelet cgroup driver produced the layout.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Driver {
-    Systemd,
-    Cgroupfs,
-}
 
 /// The pod (and possibly container) a cgroup belongs to.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
@@ -141,54 +110,6 @@ pub struct ContainerRef {
     /// The id as the runtime wrote it (64 hex for all the common runtimes).
     pub id: String,
     pub runtime: Runtime,
-}
-
-impl QosClass {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            QosClass::Guaranteed => "guaranteed",
-            QosClass::Burstable => "burstable",
-            QosClass::BestEffort => "besteffort",
-        }
-    }
-}
-
-impl Runtime {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Runtime::Containerd => "containerd",
-            Runtime::CriO => "cri-o",
-            Runtime::Docker => "docker",
-            Runtime::Unknown => "unknown",
-        }
-    }
-}
-
-impl Driver {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Driver::Systemd => "systemd",
-            Driver::Cgroupfs => "cgroupfs",
-        }
-    }
-}
-
-impl fmt::Display for QosClass {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl fmt::Display for Runtime {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl fmt::Display for Driver {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
 }
 
 /// Parse a cgroup path (relative to the cgroup2 mount, normally starting with
