@@ -58,6 +58,10 @@ const CAPS: &[(u32, &str, &str)] = &[
 
 /// Every check, in order. `pods`: the agent's view of its pods, if one
 /// answers; `load`: try loading the programs (root only).
+#[expect(
+    clippy::too_many_lines,
+    reason = "one check after another, in the order `graceful doctor` prints them: a table of checks is the way to split it"
+)]
 pub fn findings(
     pins: &PinDir,
     pods: Option<&[crate::resolver::counts::PodView]>,

@@ -97,6 +97,16 @@ fn section(out: &mut String, title: &str, head: &[&str], rows: Vec<Vec<String>>)
 /// terminated (newest first).
 pub fn render(d: &Value) -> String {
     let mut out = String::new();
+    for (title, head, rows) in [holding(d), released(d), terminating(d), terminated(d)] {
+        section(&mut out, title, head, rows);
+    }
+    out
+}
+
+/// A section: its title, its head, its rows.
+type Section = (&'static str, &'static [&'static str], Vec<Vec<String>>);
+
+fn holding(d: &Value) -> Section {
     let rows = list(d, "active")
         .iter()
         .map(|a| {
@@ -111,20 +121,19 @@ pub fn render(d: &Value) -> String {
             ]
         })
         .collect();
-    section(
-        &mut out,
-        "HOLDING",
-        &[
-            "POD",
-            "CONTAINER",
-            "POLICY",
-            "SCOPE",
-            "MAX",
-            "INBOUND",
-            "IGNORING",
-        ],
-        rows,
-    );
+    let head = &[
+        "POD",
+        "CONTAINER",
+        "POLICY",
+        "SCOPE",
+        "MAX",
+        "INBOUND",
+        "IGNORING",
+    ];
+    ("HOLDING", head, rows)
+}
+
+fn released(d: &Value) -> Section {
     let rows = list(d, "released")
         .iter()
         .rev()
@@ -148,32 +157,29 @@ pub fn render(d: &Value) -> String {
             ]
         })
         .collect();
-    section(
-        &mut out,
-        "RELEASED",
-        &[
-            "POD",
-            "CONTAINER",
-            "REASON",
-            "WAITED",
-            "INBOUND@START",
-            "PEAK",
-            "NEW",
-            "IGNORED",
-            "INBOUND OVER THE DRAIN",
-        ],
-        rows,
-    );
+    let head = &[
+        "POD",
+        "CONTAINER",
+        "REASON",
+        "WAITED",
+        "INBOUND@START",
+        "PEAK",
+        "NEW",
+        "IGNORED",
+        "INBOUND OVER THE DRAIN",
+    ];
+    ("RELEASED", head, rows)
+}
+
+fn terminating(d: &Value) -> Section {
     let rows = list(d, "terminating")
         .iter()
         .map(|t| vec![s(t, "uid"), s(t, "inbound_at_deletion"), s(t, "inbound_now")])
         .collect();
-    section(
-        &mut out,
-        "TERMINATING",
-        &["UID", "INBOUND@DELETION", "INBOUND"],
-        rows,
-    );
+    ("TERMINATING", &["UID", "INBOUND@DELETION", "INBOUND"], rows)
+}
+
+fn terminated(d: &Value) -> Section {
     let rows = list(d, "terminated")
         .iter()
         .rev()
@@ -187,19 +193,14 @@ pub fn render(d: &Value) -> String {
             ]
         })
         .collect();
-    section(
-        &mut out,
-        "TERMINATED",
-        &[
-            "NAMESPACE",
-            "POD",
-            "OUTCOME",
-            "AFTER DELETION",
-            "INBOUND@DELETION",
-        ],
-        rows,
-    );
-    out
+    let head = &[
+        "NAMESPACE",
+        "POD",
+        "OUTCOME",
+        "AFTER DELETION",
+        "INBOUND@DELETION",
+    ];
+    ("TERMINATED", head, rows)
 }
 
 #[cfg(test)]

@@ -87,6 +87,10 @@ impl Settings {
 }
 
 /// Runs the agent until SIGTERM or SIGINT.
+#[expect(
+    clippy::too_many_lines,
+    reason = "the agent's start, step by step before the runtime exists: named phases are the way to split it"
+)]
 pub fn run(pins: &PinDir, api_socket: &Path, settings: Settings) -> anyhow::Result<i32> {
     let release = kernel::check_floor().map_err(anyhow::Error::msg)?;
     // Before any thread: every thread made after reads cgroup paths from the

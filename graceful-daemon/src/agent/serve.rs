@@ -65,6 +65,10 @@ pub struct Held {
 /// API to be reached.
 const UNREAD_WITHIN: Duration = Duration::from_secs(120);
 
+#[expect(
+    clippy::too_many_lines,
+    reason = "the wiring of every service the agent runs, started in order, each given what the ones before it made: named phases that register their start and stop are the way to split it"
+)]
 pub async fn serve(
     held: Held,
     hier: Hierarchy,

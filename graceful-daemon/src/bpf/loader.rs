@@ -142,6 +142,10 @@ pub fn same_build_attached(pins: &PinDir) -> bool {
     pins.link(names::PROG_SOCK_OPS, &fingerprint()).exists()
 }
 
+#[expect(
+    clippy::too_many_lines,
+    reason = "each program loaded and attached in order, with the fallbacks between them: a table of programs is the way to split it"
+)]
 pub fn attach(pins: &PinDir, opts: &AttachOptions) -> Result<Attached, LoadError> {
     if OBJECT.is_empty() {
         return Err(LoadError::NoObject);

@@ -111,6 +111,10 @@ fn labelled<L: prometheus_client::encoding::EncodeLabelSet>(
 }
 
 impl Collector for Live {
+    #[expect(
+        clippy::too_many_lines,
+        reason = "one metric family after another, in the order `/metrics` lists them"
+    )]
     fn encode(&self, mut e: DescriptorEncoder) -> std::fmt::Result {
         let Some(node) = self.node.upgrade() else {
             return Ok(());

@@ -9,7 +9,8 @@
 //!   (`#[cfg(test)] mod tests;` and `x/tests.rs`).
 //!
 //! One line per finding, with the file and line that cause it; exit status
-//! 1 if there is any.
+//! 1 if there is any. A function's length is clippy's to bound
+//! (`too_many_lines`, in the workspace's lints for the product's crates).
 
 mod graph;
 mod scan;
