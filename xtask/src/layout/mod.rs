@@ -6,13 +6,16 @@
 //!   sit in (a crate's top-level modules);
 //! - no source file over `--max-lines` lines (600);
 //! - no test module inside a product file: tests sit beside it
-//!   (`#[cfg(test)] mod tests;` and `x/tests.rs`).
+//!   (`#[cfg(test)] mod tests;` and `x/tests.rs`);
+//! - `docs/architecture.md` shows the agent's rooms, in layers, as the
+//!   code has them (`--write` writes them there).
 //!
 //! One line per finding, with the file and line that cause it; exit status
 //! 1 if there is any. A function's length is clippy's to bound
 //! (`too_many_lines`, in the workspace's lints for the product's crates).
 
 mod graph;
+mod house;
 mod scan;
 
 use std::{collections::BTreeSet, path::PathBuf};
@@ -30,6 +33,9 @@ pub struct Args {
     /// Also print every crate's rooms and the imports between them.
     #[arg(long)]
     verbose: bool,
+    /// Write the agent's rooms, in layers, into docs/architecture.md.
+    #[arg(long)]
+    write: bool,
 }
 
 /// Every target's root file, from `cargo metadata`: the workspace's
@@ -80,6 +86,34 @@ fn roots_of(manifest: &std::path::Path) -> anyhow::Result<Vec<(String, PathBuf)>
     Ok(roots)
 }
 
+/// docs/architecture.md's rooms against the code's: a finding if they
+/// differ, unless `write`, which makes them the same.
+fn architecture(g: &Graph, write: bool) -> anyhow::Result<Option<String>> {
+    let page_file = util::workspace_root().join("docs/architecture.md");
+    let page = std::fs::read_to_string(&page_file).with_context(|| format!("{}", page_file.display()))?;
+    let Some(section) = house::section(g) else {
+        return Ok(None);
+    };
+    let Some(new) = house::replaced(&page, &section) else {
+        return Ok(Some(format!(
+            "docs/architecture.md: no `{}` ... `{}` markers for the rooms",
+            house::BEGIN,
+            house::END
+        )));
+    };
+    if new == page {
+        return Ok(None);
+    }
+    if write {
+        std::fs::write(&page_file, new)?;
+        println!("wrote the rooms into docs/architecture.md");
+        return Ok(None);
+    }
+    Ok(Some(
+        "docs/architecture.md: its rooms are not the code's: run `cargo xtask layout --write`".into(),
+    ))
+}
+
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let root = util::workspace_root();
     let rel = |p: &std::path::Path| p.strip_prefix(&root).unwrap_or(p).display().to_string();
@@ -88,6 +122,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let mut largest: Vec<(usize, String)> = Vec::new();
     for (name, file) in roots()? {
         let g = Graph::of(&file);
+        if name.starts_with("graceful-daemon (lib") {
+            findings.extend(architecture(&g, args.write)?);
+        }
         let files: Vec<_> = g
             .modules
             .iter()
@@ -162,7 +199,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     }
     if findings.is_empty() {
         println!(
-            "layout: no import circle, no file over {} lines, no test inside a product file",
+            "layout: no import circle, no file over {} lines, no test inside a product file, docs/architecture.md's rooms are the code's",
             args.max_lines
         );
         Ok(0)
