@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
+pub mod codec;
 pub mod duration;
 pub mod exclusions;
 pub mod hook_query;

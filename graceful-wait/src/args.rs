@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use graceful_api::{DrainRequest, Policy, Scope};
+
 pub const USAGE: &str =
     "usage: graceful-wait [--policy drained|quiet] [--scope pod|container] [--min D] [--max D] \
 [--settle D] [--quiet D] [--after-containers a,b] [--ignore-ports 9090,15020] \
@@ -54,55 +56,29 @@ impl Default for Args {
 
 impl Args {
     /// The drain request: only the settings the flags gave.
-    pub fn request_json(&self, started_unix_ms: u64) -> String {
-        let mut f: Vec<String> = Vec::new();
-        if let Some(p) = &self.policy {
-            f.push(format!("\"policy\":\"{p}\""));
-        }
-        if let Some(s) = &self.scope {
-            f.push(format!("\"scope\":\"{s}\""));
-        }
-        for (k, v) in [
-            ("min_ms", self.min),
-            ("max_ms", self.max),
-            ("settle_ms", self.settle),
-            ("quiet_ms", self.quiet),
-        ] {
-            if let Some(v) = v {
-                f.push(format!("\"{k}\":{}", v.as_millis()));
-            }
-        }
-        if let Some(a) = &self.after_containers {
-            let names: Vec<String> = a.iter().map(|c| json_string(c)).collect();
-            f.push(format!("\"after_containers\":[{}]", names.join(",")));
-        }
-        for (k, v) in [
-            ("ignore_ports", &self.ignore_ports),
-            ("ignore_peers", &self.ignore_peers),
-        ] {
-            if let Some(v) = v {
-                f.push(format!("\"{k}\":{}", json_string(v)));
-            }
-        }
-        f.push(format!("\"started_unix_ms\":{started_unix_ms}"));
-        format!("{{{}}}", f.join(","))
-    }
-}
-
-/// `s` as a JSON string.
-fn json_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
+    pub fn request(&self, started_unix_ms: u64) -> DrainRequest {
+        let ms = |d: Option<Duration>| d.map(|d| d.as_millis() as u64);
+        DrainRequest {
+            // Both checked as the flags were read.
+            policy: self.policy.as_deref().map(|p| match p {
+                "quiet" => Policy::Quiet,
+                _ => Policy::Drained,
+            }),
+            scope: self.scope.as_deref().map(|s| match s {
+                "container" => Scope::Container,
+                _ => Scope::Pod,
+            }),
+            min_ms: ms(self.min),
+            max_ms: ms(self.max),
+            settle_ms: ms(self.settle),
+            quiet_ms: ms(self.quiet),
+            after_containers: self.after_containers.clone(),
+            ignore_ports: self.ignore_ports.clone(),
+            ignore_peers: self.ignore_peers.clone(),
+            started_unix_ms,
+            resumed: None,
         }
     }
-    out.push('"');
-    out
 }
 
 /// A duration flag's value, in the one syntax every flag, annotation and

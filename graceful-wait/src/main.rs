@@ -12,6 +12,7 @@
 //! less safe than Kubernetes alone. The last line on stdout is one JSON
 //! object: the report.
 
+use graceful_api::codec;
 use graceful_wait::{
     args, http,
     seen::{request, Seen},
@@ -38,18 +39,11 @@ fn unix_ms() -> u64 {
 /// The report printed when the agent could not decide.
 fn own_report(reason: &str, waited: Duration, detail: &str) -> String {
     format!(
-        "{{\"type\":\"report\",\"reason\":\"{reason}\",\"waited_ms\":{},\"inbound_at_start\":null,\"peak_inbound\":null,\"detail\":{:?}}}",
+        "{{\"type\":\"report\",\"reason\":{},\"waited_ms\":{},\"inbound_at_start\":null,\"peak_inbound\":null,\"detail\":{}}}",
+        codec::string(reason),
         waited.as_millis(),
-        detail
+        codec::string(detail)
     )
-}
-
-/// A field of a flat JSON line, as text (enough for our own progress lines).
-fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
-    let start = line.find(&format!("\"{key}\":"))? + key.len() + 3;
-    let rest = &line[start..];
-    let end = rest.find([',', '}']).unwrap_or(rest.len());
-    Some(rest[..end].trim_matches('"'))
 }
 
 enum Outcome {
@@ -107,30 +101,33 @@ fn attempt(
         ));
     }
     loop {
-        match resp.next_line() {
-            Ok(Some(line)) if line.contains("\"type\":\"report\"") => return Outcome::Released(line),
-            Ok(Some(line)) if line.contains("\"type\":\"accepted\"") => {
-                // `max_ms` comes before `sources` (which names it again) in the line.
-                if let Some(ms) = field(&line, "max_ms").and_then(|m| m.parse::<u64>().ok()) {
+        let line = match resp.next_line() {
+            Ok(Some(line)) => line,
+            Ok(None) => return Outcome::Lost("the agent closed the drain before releasing it".into()),
+            Err(e) => return Outcome::Lost(format!("lost the agent mid-drain: {e}")),
+        };
+        let members = codec::fields(&line).unwrap_or_default();
+        let field = |key: &str| codec::last(&members, key).map(codec::Field::text);
+        match field("type") {
+            Some("report") => return Outcome::Released(line),
+            Some("accepted") => {
+                if let Some(ms) = field("max_ms").and_then(|m| m.parse::<u64>().ok()) {
                     deadline.max = Duration::from_millis(ms);
                 }
                 println!(
                     "graceful-wait: draining (policy {}, scope {}, max {:.1}s)",
-                    field(&line, "policy").unwrap_or("?"),
-                    field(&line, "scope").unwrap_or("?"),
+                    field("policy").unwrap_or("?"),
+                    field("scope").unwrap_or("?"),
                     deadline.max.as_secs_f64()
                 );
-                if let Some(w) = line.find("\"warnings\":[\"") {
-                    eprintln!(
-                        "graceful-wait: the agent corrected the settings: {}",
-                        &line[w + 11..line.len() - 1]
-                    );
+                if let Some(w) = field("warnings").filter(|w| *w != "[]") {
+                    eprintln!("graceful-wait: the agent corrected the settings: {w}");
                 }
                 let _ = std::io::stdout().flush();
             }
-            Ok(Some(line)) if line.contains("\"type\":\"progress\"") => {
-                let inbound = field(&line, "inbound").unwrap_or("?");
-                let ms: u64 = field(&line, "ms").and_then(|m| m.parse().ok()).unwrap_or(0);
+            Some("progress") => {
+                let inbound = field("inbound").unwrap_or("?");
+                let ms: u64 = field("ms").and_then(|m| m.parse().ok()).unwrap_or(0);
                 if let Ok(n) = inbound.parse() {
                     seen.point(ms, n);
                 }
@@ -140,12 +137,8 @@ fn attempt(
                 );
                 let _ = std::io::stdout().flush();
             }
-            Ok(Some(line)) if line.contains("\"error\"") => {
-                return Outcome::Refused(format!("agent error: {line}"))
-            }
-            Ok(Some(_)) => {}
-            Ok(None) => return Outcome::Lost("the agent closed the drain before releasing it".into()),
-            Err(e) => return Outcome::Lost(format!("lost the agent mid-drain: {e}")),
+            _ if field("error").is_some() => return Outcome::Refused(format!("agent error: {line}")),
+            _ => {}
         }
     }
 }

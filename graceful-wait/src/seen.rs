@@ -3,6 +3,8 @@
 //! the resumed request tells it, and its report counts from the drain's
 //! true start with the counts seen then.
 
+use graceful_api::{codec, DrainRequest, Point, Resumed};
+
 use crate::args;
 
 /// What the hook saw of the drain in its progress lines, across attempts:
@@ -33,30 +35,24 @@ impl Seen {
     }
 
     /// The request's `resumed` field, for a reconnect.
-    pub fn json(&self) -> String {
-        let points: Vec<String> = self
-            .timeline
-            .iter()
-            .map(|(ms, inbound)| format!("{{\"ms\":{ms},\"inbound\":{inbound}}}"))
-            .collect();
-        format!(
-            "{{\"inbound_at_start\":{},\"peak_inbound\":{},\"timeline\":[{}]}}",
-            self.timeline.first().map_or(0, |p| p.1),
-            self.peak,
-            points.join(",")
-        )
+    pub fn resumed(&self) -> Resumed {
+        Resumed {
+            inbound_at_start: self.timeline.first().map_or(0, |p| p.1),
+            peak_inbound: self.peak,
+            timeline: self
+                .timeline
+                .iter()
+                .map(|&(ms, inbound)| Point { ms, inbound })
+                .collect(),
+        }
     }
 }
 
 /// The drain request: the flags' settings, the start, and on a reconnect
 /// what the earlier attempts saw.
 pub fn request(a: &args::Args, started_unix_ms: u64, seen: Option<&Seen>) -> String {
-    let json = a.request_json(started_unix_ms);
-    match seen {
-        Some(s) => format!("{},\"resumed\":{}}}", &json[..json.len() - 1], s.json()),
-        None => json,
-    }
+    codec::request(&DrainRequest {
+        resumed: seen.map(Seen::resumed),
+        ..a.request(started_unix_ms)
+    })
 }
-
-#[cfg(test)]
-mod tests;

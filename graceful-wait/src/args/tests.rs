@@ -1,3 +1,5 @@
+use graceful_api::codec;
+
 use super::*;
 
 fn p(args: &[&str]) -> Result<Args, ArgsError> {
@@ -24,11 +26,14 @@ fn flags_and_durations() {
     assert_eq!(a.max, Some(Duration::from_secs(60)));
     assert_eq!(a.after_containers, Some(vec!["app".into(), "db".into()]));
     assert_eq!(
-        a.request_json(7),
+        codec::request(&a.request(7)),
         r#"{"policy":"quiet","scope":"container","min_ms":500,"max_ms":60000,"after_containers":["app","db"],"started_unix_ms":7}"#
     );
     // Flags left out are left to the pod's annotations and the agent.
-    assert_eq!(p(&[]).unwrap().request_json(1), r#"{"started_unix_ms":1}"#);
+    assert_eq!(
+        codec::request(&p(&[]).unwrap().request(1)),
+        r#"{"started_unix_ms":1}"#
+    );
     assert_eq!(duration("--max", "1m30s"), Ok(Duration::from_secs(90)));
     // The one syntax of every flag, annotation and query: decimals too.
     assert_eq!(
@@ -58,12 +63,12 @@ fn flags_and_durations() {
 fn exclusions_go_to_the_agent_as_given() {
     let a = p(&["--ignore-ports", "9090,15020", "--ignore-peers=node,10.0.0.0/8"]).unwrap();
     assert_eq!(
-        a.request_json(3),
+        codec::request(&a.request(3)),
         r#"{"ignore_ports":"9090,15020","ignore_peers":"node,10.0.0.0/8","started_unix_ms":3}"#
     );
     // A bad value is the agent's to report: the hook still drains.
     let bad = p(&["--ignore-ports", "99999\"x\\"]).unwrap();
-    let json = bad.request_json(1);
+    let json = codec::request(&bad.request(1));
     let req = graceful_api::DrainRequest::parse(json.as_bytes()).unwrap();
     assert_eq!(req.ignore_ports.as_deref(), Some("99999\"x\\"));
 }

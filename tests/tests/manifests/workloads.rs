@@ -49,7 +49,8 @@ fn every_hook_fits_in_its_grace_period_and_reaches_the_gate() {
             let grace_s = spec.termination_grace_period_seconds.unwrap_or(DEFAULT_GRACE);
             for h in &hooks {
                 let name = &h.container.name;
-                let req = DrainRequest::parse(h.args.request_json(0).as_bytes()).unwrap();
+                let sent = graceful_api::codec::request(&h.args.request(0));
+                let req = DrainRequest::parse(sent.as_bytes()).unwrap();
                 let acc = drain_fits(&req, &annotations, name, spec, grace_s)
                     .unwrap_or_else(|e| panic!("{owner}: container {name}: {e}"));
                 // The hook's binary and socket come from the agent's gate directory.
@@ -186,11 +187,11 @@ fn the_examples_show_each_case() {
             assert!(s.lifecycle.is_none(), "{example}: {sidecar} has a hook");
             assert!(spec.containers.iter().all(|c| c.name != sidecar), "{example}");
         }
-        let app = |e: &str| -> Vec<String> {
+        let app = |e: &str| -> Vec<graceful_api::DrainRequest> {
             hooks_of(e)
                 .into_iter()
                 .filter(|(c, _, _)| c == "app")
-                .map(|(_, a, _)| a.request_json(0))
+                .map(|(_, a, _)| a.request(0))
                 .collect()
         };
         assert_eq!(app(example), app(classic), "{example}: the app's hook");
