@@ -2,7 +2,7 @@
 //! helm, with drains in flight and connections counted throughout:
 //!
 //! 1. `helm install` over the agent applied from deploy/base (the chart
-//!    adopts its objects, as docs/operator-guide.md says to): the
+//!    adopts its objects, as docs/install.md says to): the
 //!    DaemonSet rolls with surge, the new agent takes both held hooks
 //!    over, no hook is cut, and the counts stay the kernel's;
 //! 2. `helm upgrade` in the middle of two drains: the same;
@@ -274,7 +274,7 @@ fn helm_installs_over_deploy_base_upgrades_mid_drain_and_uninstalls_as_documente
     });
     eprintln!("after helm uninstall: no agent, the pinned programs counted 5 -> 3 as ss did");
 
-    // 4. What stays, removed as docs/operator-guide.md says.
+    // 4. What stays, removed as docs/install.md says.
     let said = remove_with_kubectl_debug(&cluster, &ns);
     eprintln!("graceful uninstall through kubectl debug node: {}", said.trim());
     assert!(!pins.exists(), "the pins are still there: {said}");
