@@ -9,6 +9,7 @@
 //! - [`process`]: children waited for within a bound, and children driven
 //!   one line at a time (the tests' peers, the demo's client);
 //! - [`ss`]: the kernel's own count of a cgroup's live connections;
+//! - [`tinyfs`]: a 64 KiB tmpfs, a disk that fills;
 //! - the programs' clock and the mountinfo parser, from graceful-common.
 //!
 //! Std and libc only: the lab builds the agent (through xtask), so nothing here depends on it.
@@ -19,6 +20,7 @@ pub mod memcg;
 pub mod process;
 pub mod sockets;
 pub mod ss;
+pub mod tinyfs;
 
 pub use graceful_common::{clock::monotonic_ns, mountinfo};
 

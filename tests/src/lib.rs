@@ -23,7 +23,7 @@ pub mod rollout;
 pub mod stand_in;
 pub mod unix_http;
 
-pub use graceful_test_support::{is_root, memcg, monotonic_ns, process, unique, which};
+pub use graceful_test_support::{is_root, memcg, monotonic_ns, process, tinyfs, unique, which};
 
 /// How late an event-driven release may land in a test. Tests prove *why*
 /// a drain was released (the kernel's close event, a container's exit, the

@@ -1,9 +1,12 @@
 //! A full disk at start-up: the agent stops in one line naming the file
 //! it could not write, and leaves no half-copied binary behind.
 
-use std::{ffi::CString, path::PathBuf, process::Output};
+use std::process::Output;
 
-use graceful_tests::agent::{graceful, graceful_bin, Agent};
+use graceful_tests::{
+    agent::{graceful, graceful_bin, Agent},
+    tinyfs::TinyFs,
+};
 
 use crate::require_root;
 
@@ -13,36 +16,11 @@ fn last_line(out: &Output) -> String {
     stderr.lines().last().unwrap_or_default().to_string()
 }
 
-/// A tmpfs of 64 KiB on a directory of the test's own, unmounted (and
-/// the directory removed) when dropped.
-struct TinyFs(PathBuf);
-
-impl TinyFs {
-    fn mount() -> TinyFs {
-        let dir = std::env::temp_dir().join(graceful_tests::unique("tinyfs"));
-        std::fs::create_dir_all(&dir).unwrap();
-        graceful_tests::sh(
-            "mount",
-            &["-t", "tmpfs", "-o", "size=64k", "tmpfs", dir.to_str().unwrap()],
-        );
-        TinyFs(dir)
-    }
-}
-
-impl Drop for TinyFs {
-    fn drop(&mut self) {
-        let target = CString::new(self.0.as_os_str().as_encoded_bytes()).unwrap();
-        // SAFETY: a live NUL-terminated path for the call.
-        unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
-        let _ = std::fs::remove_dir(&self.0);
-    }
-}
-
 #[test]
 fn a_full_gate_dir_names_its_file_and_leaves_no_temporary_copy() {
     require_root!();
-    let fs = TinyFs::mount();
-    let gate = fs.0.join("gate");
+    let fs = TinyFs::mount("tinyfs");
+    let gate = fs.dir().join("gate");
     let wait_bin = graceful_bin().with_file_name("graceful-wait");
     let agent = Agent::new();
     let out = graceful(
