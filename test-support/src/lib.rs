@@ -10,6 +10,7 @@
 //!   one line at a time (the tests' peers, the demo's client);
 //! - [`ss`]: the kernel's own count of a cgroup's live connections;
 //! - [`tinyfs`]: a 64 KiB tmpfs, a disk that fills;
+//! - [`poll`]: the one polling loop;
 //! - the programs' clock and the mountinfo parser, from graceful-common.
 //!
 //! Std and libc only: the lab builds the agent (through xtask), so nothing here depends on it.
@@ -51,4 +52,24 @@ pub fn which(name: &str) -> Option<std::path::PathBuf> {
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
+}
+
+/// Calls `f` every `every` until it returns `Some`, for at most `limit`:
+/// the one polling loop of the tests and the lab, which say in their own
+/// way what they waited for.
+pub fn poll<T>(
+    limit: std::time::Duration,
+    every: std::time::Duration,
+    mut f: impl FnMut() -> Option<T>,
+) -> Option<T> {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if std::time::Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(every);
+    }
 }

@@ -74,17 +74,9 @@ pub fn sh(cmd: &str, args: &[&str]) -> String {
 }
 
 /// Polls `f` every 20 ms until it returns Some, for at most `secs`.
-fn poll<T>(secs: u64, mut f: impl FnMut() -> Option<T>) -> Option<T> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f() {
-            return Some(v);
-        }
-        if std::time::Instant::now() >= deadline {
-            return None;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+fn poll<T>(secs: u64, f: impl FnMut() -> Option<T>) -> Option<T> {
+    use std::time::Duration;
+    graceful_test_support::poll(Duration::from_secs(secs), Duration::from_millis(20), f)
 }
 
 /// Polls `f` until it returns Some, or panics after `secs` with `what`.

@@ -283,17 +283,9 @@ impl Session {
 }
 
 /// Polls `f` every 200 ms until it returns `Some`, for at most `limit`.
-pub fn wait_for<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> anyhow::Result<T> {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(v) = f() {
-            return Ok(v);
-        }
-        if Instant::now() >= deadline {
-            anyhow::bail!("{what} within {} s", limit.as_secs());
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
+pub fn wait_for<T>(limit: Duration, what: &str, f: impl FnMut() -> Option<T>) -> anyhow::Result<T> {
+    graceful_test_support::poll(limit, Duration::from_millis(200), f)
+        .ok_or_else(|| anyhow::anyhow!("{what} within {} s", limit.as_secs()))
 }
 
 /// Writes `text` to `path` if it differs; true if it changed.
