@@ -56,19 +56,45 @@ const CAPS: &[(u32, &str, &str)] = &[
     ),
 ];
 
+/// What the checks look at: the pin directory, the running agent's view
+/// of its pods if one answers, and whether to try loading the programs.
+struct Ctx<'a> {
+    pins: &'a PinDir,
+    pods: Option<&'a [crate::resolver::counts::PodView]>,
+    load: bool,
+}
+
+/// Every check, in the order `graceful doctor` prints them.
+const CHECKS: [fn(&Ctx, &mut Report); 10] = [
+    kernel_floor,
+    capabilities,
+    btf_members,
+    cgroup_v2,
+    bpffs_residence,
+    pin_layout,
+    counters_room,
+    memory_budget,
+    trial_load,
+    mesh_gates,
+];
+
 /// Every check, in order. `pods`: the agent's view of its pods, if one
 /// answers; `load`: try loading the programs (root only).
-#[expect(
-    clippy::too_many_lines,
-    reason = "one check after another, in the order `graceful doctor` prints them: a table of checks is the way to split it"
-)]
 pub fn findings(
     pins: &PinDir,
     pods: Option<&[crate::resolver::counts::PodView]>,
     load: bool,
 ) -> Vec<Finding> {
+    let c = Ctx { pins, pods, load };
     let mut r = Report { findings: Vec::new() };
+    for check in CHECKS {
+        check(&c, &mut r);
+    }
+    r.findings
+}
 
+/// The kernel against the floor graceful supports.
+fn kernel_floor(_: &Ctx, r: &mut Report) {
     match kernel::check_floor() {
         Ok(rel) => r.line(
             Level::Ok,
@@ -77,7 +103,10 @@ pub fn findings(
         ),
         Err(e) => r.line(Level::Fail, "kernel", e),
     }
+}
 
+/// The capabilities the agent uses, each with the call that needs it.
+fn capabilities(_: &Ctx, r: &mut Report) {
     let caps = kernel::effective_caps();
     let missing: Vec<String> = CAPS
         .iter()
@@ -96,7 +125,10 @@ pub fn findings(
             ),
         );
     }
+}
 
+/// BTF, with the members the programs read.
+fn btf_members(_: &Ctx, r: &mut Report) {
     match Btf::from_sys_fs().and_then(|b| b.member_offset("sock_common", "skc_state").map(|o| (b, o))) {
         Ok((b, off)) => match b.member_offset("sock", "sk_protocol") {
             Ok(p) => r.line(
@@ -108,15 +140,20 @@ pub fn findings(
         },
         Err(e) => r.line(Level::Fail, "btf", e.to_string()),
     }
+}
 
+/// The cgroup v2 mount.
+fn cgroup_v2(_: &Ctx, r: &mut Report) {
     match cgroupfs::mount_point() {
         Ok(m) => r.line(Level::Ok, "cgroup2", format!("mounted at {}", m.display())),
         Err(e) => r.line(Level::Fail, "cgroup2", e.to_string()),
     }
+}
 
-    // The bpffs that holds the pin directory, and whether it outlives this
-    // container (see bpf::bpffs::residence).
-    let residence = bpffs::residence(pins.root());
+/// The bpffs that holds the pin directory, and whether it outlives this
+/// container (see bpf::bpffs::residence).
+fn bpffs_residence(c: &Ctx, r: &mut Report) {
+    let residence = bpffs::residence(c.pins.root());
     let level = match &residence {
         Residence::Uncontained { bpffs: Some(_) } => Level::Ok,
         Residence::Uncontained { bpffs: None } => Level::Warn,
@@ -125,30 +162,35 @@ pub fn findings(
         Residence::Own { .. } | Residence::Missing | Residence::NotBpffs { .. } => Level::Fail,
     };
     r.line(level, "bpffs", residence.describe());
+}
 
-    match layout::check(pins) {
+/// The pins: none yet, or of this layout.
+fn pin_layout(c: &Ctx, r: &mut Report) {
+    match layout::check(c.pins) {
         Ok(layout::PinState::Empty) => r.line(
             Level::Ok,
             "pins",
-            format!("none at {} (agent not installed yet)", pins.root().display()),
+            format!("none at {} (agent not installed yet)", c.pins.root().display()),
         ),
         Ok(layout::PinState::Compatible) => {
-            let links = std::fs::read_dir(pins.links()).map(|d| d.count()).unwrap_or(0);
+            let links = std::fs::read_dir(c.pins.links()).map(|d| d.count()).unwrap_or(0);
             r.line(
                 Level::Ok,
                 "pins",
                 format!(
                     "{} holds maps of this layout and {links} attached program link(s)",
-                    pins.root().display()
+                    c.pins.root().display()
                 ),
             )
         }
         Err(e) => r.line(Level::Fail, "pins", e.to_string()),
     }
+}
 
-    // The counters map: a cgroup that got no entry (the map full) had its
-    // connections go uncounted, and its drains are held to their deadline.
-    if let Ok(stats) = crate::bpf::maps::read_stats(pins) {
+/// The counters map: a cgroup that got no entry (the map full) had its
+/// connections go uncounted, and its drains are held to their deadline.
+fn counters_room(c: &Ctx, r: &mut Report) {
+    if let Ok(stats) = crate::bpf::maps::read_stats(c.pins) {
         let full = stats[graceful_common::stat::COUNTERS_FULL as usize];
         if full > 0 {
             r.line(
@@ -169,7 +211,10 @@ pub fn findings(
             );
         }
     }
+}
 
+/// The agent's memory budget.
+fn memory_budget(_: &Ctx, r: &mut Report) {
     match crate::memcg::Budget::own() {
         Some(b) if b.is_short() => r.line(
             Level::Warn,
@@ -186,8 +231,12 @@ pub fn findings(
             "no memory cgroup readable here: no memory limit applies to this process",
         ),
     }
+}
 
-    if load {
+/// A trial load of the programs (`load`, root only), how the agent will
+/// count, other sock_ops programs, and container exits.
+fn trial_load(c: &Ctx, r: &mut Report) {
+    if c.load {
         if !kernel::is_root() {
             r.line(
                 Level::Fail,
@@ -251,9 +300,11 @@ pub fn findings(
             }
         }
     }
+}
 
-    // The running agent's view of the pods: what a mesh does to their gate.
-    if let Some(pods) = pods {
+/// The running agent's view of the pods: what a mesh does to their gate.
+fn mesh_gates(c: &Ctx, r: &mut Report) {
+    if let Some(pods) = c.pods {
         let meshed: Vec<String> = pods
             .iter()
             .filter(|p| p.gate_warning.is_some())
@@ -283,6 +334,4 @@ pub fn findings(
             );
         }
     }
-
-    r.findings
 }
