@@ -6,8 +6,8 @@
 //! - [`request`]: a [`DrainRequest`] as the JSON the agent's serde reads;
 //! - [`string`]: any text as a JSON string;
 //! - [`fields`]: the top-level members of a one-line JSON object, strings
-//!   unescaped, every other value as its JSON text; [`field`] and
-//!   [`last`]: one member by name.
+//!   unescaped, every other value as its JSON text; [`last`]: one member
+//!   by name.
 
 use crate::{DrainRequest, Scope};
 
@@ -142,13 +142,8 @@ pub fn fields(line: &str) -> Option<Vec<(String, Field)>> {
     (r.i == r.b.len()).then_some(out)
 }
 
-/// The member `key` of the JSON object `line`, if it has one (the last,
-/// if it has it twice, as serde reads it).
-pub fn field(line: &str, key: &str) -> Option<Field> {
-    last(&fields(line)?, key).cloned()
-}
-
-/// The last member named `key` among `members`.
+/// The member named `key` among `members` (the last, if it is named
+/// twice, as serde reads it).
 pub fn last<'a>(members: &'a [(String, Field)], key: &str) -> Option<&'a Field> {
     members.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v)
 }

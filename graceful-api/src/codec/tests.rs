@@ -130,6 +130,11 @@ proptest! {
     }
 }
 
+/// The member `key` of the object `line`, as graceful-wait reads it.
+fn field(line: &str, key: &str) -> Option<Field> {
+    last(&fields(line)?, key).cloned()
+}
+
 #[test]
 fn the_agents_lines_read_by_member() {
     let accepted = r#"{"type":"accepted","policy":"drained","scope":"pod","max_ms":25000,"sources":{"max_ms":"annotation"},"warnings":["a \"quoted\" one"]}"#;

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-pub use graceful_api::views::drains::{render, SPARK};
+pub use graceful_api::views::drains::render;
 
 use super::{
     client::{self, ClientError},

@@ -1,3 +1,5 @@
+use graceful_api::views::drains::SPARK;
+
 use super::*;
 
 #[test]
