@@ -1,61 +1,48 @@
 //! graceful: per-cgroup TCP connection counts from eBPF, and the drain gate
 //! built on them.
 //!
-//! - [`bpf`]: the kernel programs, their pins and maps;
-//! - [`adopt`]: adopting sockets that predate the agent (sock_diag, netns);
-//! - [`cgroupfs`]: the cgroup v2 hierarchy, ids and paths;
-//! - [`resolver`]: which pod and container a cgroup belongs to;
-//! - [`kube`]: names, deletions and Events from the Kubernetes API;
-//! - [`node_addrs`]: the node's own addresses (the httpGet gate's only
-//!   peers, and `ignore-peers: node`);
-//! - [`gate`]: the drain gate's socket, which `graceful-wait` calls;
-//! - [`metrics`]: what the agent counts and what `/metrics` reads at scrape time;
-//! - [`api`]: the local API, `/metrics` included;
-//! - [`memcg`]: the agent's memory budget, which grows with the node's sockets;
-//! - [`drain`]: the drains: settings, engine, table and reports;
-//! - [`handover`]: a new agent takes over the listeners and held hooks of
-//!   the running one, and nothing is cut;
-//! - [`keeper`]: a process that outlives the agent and keeps its
-//!   listeners and held hooks, so that a crash cuts none;
-//! - [`agent`]: the node agent, which starts and owns every task;
-//! - [`counted`]: the pinned counts per cgroup path (`graceful cgroups`,
-//!   `/v1/cgroups`);
-//! - [`doctor`]: can this node run graceful, check by check;
+//! The agent is six rooms, in the order data flows, and the wiring that
+//! starts them; a room imports only the rooms above it in this list
+//! (`cargo xtask layout` checks it, and draws the house in
+//! `docs/architecture.md`):
+//!
+//! - [`kernel`]: the kernel side: the programs, their pins and maps, the
+//!   sockets older than the agent, the cgroup tree, the agent's memory and
+//!   file limits, the running kernel's version;
+//! - [`node`]: what the node is: which pod a cgroup belongs to, the
+//!   Kubernetes API's names and Events, the node's own addresses, and the
+//!   doctor's checks;
+//! - [`continuity`]: what outlives one agent process: the handover to a
+//!   successor and the keeper that holds everything through a crash;
+//! - [`drain`]: the drains: one hook lifecycle, the engine, the settings,
+//!   the table and the reports;
+//! - [`serve`]: every transport: the gate socket, the pods' httpGet and
+//!   socket gates, the local API, and their shared HTTP code;
+//! - [`agent`]: the node agent, which starts every service in named phases;
 //! - [`cli`]: the `graceful` command line.
+//!
+//! Beside them, small pieces every room may use: [`metrics`] (what the
+//! agent counts), [`share`] (each caller's fair share of a server),
+//! [`duration`], [`logging`] and [`sync`].
 
 // The bound on a function's length (the workspace's lints) is for the
 // product; a unit test is a script, read top to bottom.
 #![cfg_attr(test, allow(clippy::too_many_lines))]
-
-pub mod adopt;
 
 /// `graceful --version`: the crate's version and the commit it was built
 /// from (`build.rs`).
 pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("GRACEFUL_COMMIT"), ")");
 
 pub mod agent;
-pub mod api;
-pub mod bpf;
-pub mod cgroupfs;
 pub mod cli;
-pub mod counted;
-pub mod doctor;
+pub mod continuity;
 pub mod drain;
 pub mod duration;
-pub mod gate;
-pub mod handover;
-pub mod http_conn;
-pub mod httpgate;
-pub mod keeper;
 pub mod kernel;
-pub mod kube;
 pub mod logging;
-pub mod memcg;
 pub mod metrics;
-pub mod node_addrs;
-pub mod nofile;
-pub mod reply;
-pub mod resolver;
+pub mod node;
+pub mod serve;
 pub mod share;
 pub mod sync;
 

@@ -107,7 +107,7 @@ impl Agent {
 
     /// A second agent for the same node: the same pins, gate directory,
     /// API socket and arguments, its own log; not started. Started while
-    /// this one runs, it takes the node over (see `graceful::handover`).
+    /// this one runs, it takes the node over (see `graceful::continuity::handover`).
     pub fn successor(&self) -> Agent {
         let name = crate::unique("successor");
         Agent {

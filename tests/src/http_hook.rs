@@ -25,7 +25,7 @@ use crate::{
 };
 
 /// The agent's default port for the gate.
-pub const PORT: u16 = graceful::httpgate::DEFAULT_PORT;
+pub const PORT: u16 = graceful::serve::httpgate::DEFAULT_PORT;
 
 /// The recorded running pod (container "app", port 8080), as `pod`, with
 /// these annotations.

@@ -15,7 +15,7 @@
 
 use std::time::{Duration, Instant};
 
-use graceful::bpf::{maps::read_stats, paths::PinDir};
+use graceful::kernel::bpf::{maps::read_stats, paths::PinDir};
 use graceful_common::stat;
 
 use crate::{

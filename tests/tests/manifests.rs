@@ -87,7 +87,7 @@ const EXAMPLES: &[&str] = &[
     "web",
 ];
 /// The httpGet gate's names, as the agent reads them.
-use graceful::httpgate::{
+use graceful::serve::httpgate::{
     ANNOTATION as GATE_ANNOTATION, DEFAULT_PORT, PORT_ANNOTATION as GATE_PORT_ANNOTATION,
 };
 /// The gate's port when the pod names none, as the pod spec types ports.

@@ -1,6 +1,6 @@
 //! The local API's request path: whatever bytes a client sends, through
 //! the agent's own connection ([`http_conn::serve`]: hyper's HTTP/1 parser,
-//! [`JsonErrors`](graceful::http_conn::JsonErrors) for hyper's own 4xx)
+//! [`JsonErrors`](graceful::serve::http_conn::JsonErrors) for hyper's own 4xx)
 //! to route selection ([`Route::parse`], [`find`]). The handlers proper
 //! need a running agent (kernel maps, the resolver); the target's handler
 //! answers with the route it chose, or the route's own error.
@@ -16,9 +16,10 @@
 use std::sync::{Arc, LazyLock, Mutex};
 
 use graceful::{
-    api::routes::Route,
-    http_conn, reply,
-    resolver::counts::{find, PodView},
+    node::resolver::counts::{find, PodView},
+    serve::http_conn,
+    serve::local_api::routes::Route,
+    serve::reply,
 };
 use graceful_api::MAX_ECHO;
 use http::{Method, StatusCode};

@@ -5,8 +5,8 @@
 //! to the same value.
 
 use graceful::{
-    handover::wire::{self, Done, Hello, Offer, RecordFrame, Verdict},
-    keeper::frames::{self, ToKeeper},
+    continuity::handover::wire::{self, Done, Hello, Offer, RecordFrame, Verdict},
+    continuity::keeper::frames::{self, ToKeeper},
 };
 
 fn round_trip<T>(data: &[u8])

@@ -19,7 +19,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use crate::{bpf::paths::PinDir, gate::listener::answering};
+use crate::{kernel::bpf::paths::PinDir, serve::gate::listener::answering};
 
 /// The locks this agent holds; released when it is dropped (or the
 /// process dies).

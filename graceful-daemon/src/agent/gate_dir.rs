@@ -41,7 +41,7 @@ pub fn open(
         return Ok(tokio::net::UnixListener::from_std(l)?);
     }
     let sock = dir.join(SOCKET);
-    Ok(crate::gate::listener::bind(&sock)?)
+    Ok(crate::serve::gate::listener::bind(&sock)?)
 }
 
 /// Copies `src` into `dir` as `graceful-wait`: to a temporary name, then

@@ -19,26 +19,26 @@ use std::{
 use tracing::{error, info, warn};
 
 use crate::{
-    adopt::{self, pass::adopt_all},
-    bpf::{
+    continuity::handover::{self, take},
+    kernel::adopt::{self, pass::adopt_all},
+    kernel::bpf::{
         loader::{self, AttachOptions, Counting},
         paths::PinDir,
         pinned::Pinned,
-        retire::StatePrograms,
+        state_programs::StatePrograms,
     },
-    cgroupfs::Hierarchy,
-    handover::{self, take},
-    kernel,
-    kube::KubeArgs,
+    kernel::cgroupfs::Hierarchy,
+    kernel::version,
+    node::kube::KubeArgs,
 };
 use takeover::claim_or_take;
 
 mod takeover;
 
-pub mod budget;
 pub mod claim;
 pub mod gate_dir;
-pub mod serve;
+pub mod memory_check;
+pub mod services;
 pub mod tasks;
 
 /// How long the agent waits, once told to stop, for its tasks and then for
@@ -92,10 +92,10 @@ impl Settings {
     reason = "the agent's start, step by step before the runtime exists: named phases are the way to split it"
 )]
 pub fn run(pins: &PinDir, api_socket: &Path, settings: Settings) -> anyhow::Result<i32> {
-    let release = kernel::check_floor().map_err(anyhow::Error::msg)?;
+    let release = version::check_floor().map_err(anyhow::Error::msg)?;
     // Before any thread: every thread made after reads cgroup paths from the
     // top of the hierarchy, where the pod roots are.
-    if let Err(e) = crate::cgroupfs::enter_nodes_namespace() {
+    if let Err(e) = crate::kernel::cgroupfs::enter_nodes_namespace() {
         warn!(error = %e, "cannot enter the node's cgroup namespace (pid 1's; the agent needs hostPID): callers of the gate seen as /../.. paths are not taken for pods, and their hooks fail open");
     }
     let hier = Hierarchy::discover()?;
@@ -108,7 +108,7 @@ pub fn run(pins: &PinDir, api_socket: &Path, settings: Settings) -> anyhow::Resu
     }
     let gate_socket = settings.gate_dir.as_ref().map(|d| d.join(gate_dir::SOCKET));
     // Under a keeper (see `keeper`): what it kept of an agent that crashed.
-    let keeper = crate::keeper::link::Link::from_env()?.map(Arc::new);
+    let keeper = crate::continuity::keeper::link::Link::from_env()?.map(Arc::new);
     // What could not be taken from the agent before: logged here, and
     // said on this agent's own pod once the API is reached.
     let mut unread = Vec::new();
@@ -211,8 +211,8 @@ pub fn run(pins: &PinDir, api_socket: &Path, settings: Settings) -> anyhow::Resu
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let served = rt.block_on(serve::serve(
-        serve::Held {
+    let served = rt.block_on(services::serve(
+        services::Held {
             pins: pins.clone(),
             claim,
             pinned,

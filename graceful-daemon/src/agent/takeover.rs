@@ -1,5 +1,5 @@
 //! The node's claim, or the node taken over: an agent that finds the pins
-//! held by a live agent asks it for a handover ([`crate::handover`]); once
+//! held by a live agent asks it for a handover ([`crate::continuity::handover`]); once
 //! it has everything, the old agent retires and its locks come free.
 
 use std::{path::Path, time::Duration};
@@ -11,8 +11,8 @@ use super::{
     Settings,
 };
 use crate::{
-    bpf::paths::PinDir,
-    handover::{give, take},
+    continuity::handover::{give, take},
+    kernel::bpf::paths::PinDir,
 };
 
 /// How long the retiring agent may take to let its locks go.
@@ -65,7 +65,7 @@ pub fn claim_or_take<A>(
     if !socket.exists() {
         return Err(held.into());
     }
-    let prepared = if crate::bpf::loader::same_build_attached(pins) {
+    let prepared = if crate::kernel::bpf::loader::same_build_attached(pins) {
         Some(prepare()?)
     } else {
         None

@@ -4,8 +4,8 @@
 use super::table::Output;
 pub use graceful_api::views::cgroups::render;
 
-pub use crate::counted::{rows, Row};
-use crate::{bpf::paths::PinDir, cgroupfs::Hierarchy};
+pub use crate::kernel::counted::{rows, Row};
+use crate::{kernel::bpf::paths::PinDir, kernel::cgroupfs::Hierarchy};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

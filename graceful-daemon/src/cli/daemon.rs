@@ -3,7 +3,7 @@
 
 use std::{path::PathBuf, time::Duration};
 
-use crate::{agent, bpf::paths::PinDir};
+use crate::{agent, kernel::bpf::paths::PinDir};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -17,7 +17,7 @@ pub struct Args {
     /// no count; the way back is refused in one line (after `graceful
     /// uninstall`, any design starts afresh).
     #[arg(long, env = "GRACEFUL_COUNTING", value_enum, default_value_t)]
-    pub counting: crate::bpf::loader::Counting,
+    pub counting: crate::kernel::bpf::loader::Counting,
     /// How often to drop counters of cgroups that no longer exist and hold nothing.
     #[arg(long, default_value = "60s", value_parser = crate::duration::parse)]
     pub gc_interval: Duration,
@@ -39,7 +39,7 @@ pub struct Args {
     /// The node's network namespace, whose addresses are the only peers
     /// the httpGet gate admits (the kubelet speaks from there). The host's,
     /// through pid 1, by default; the agent sees it with `hostPID`.
-    #[arg(long, env = "GRACEFUL_NODE_NETNS", default_value = crate::node_addrs::DEFAULT_NETNS)]
+    #[arg(long, env = "GRACEFUL_NODE_NETNS", default_value = crate::node::addrs::DEFAULT_NETNS)]
     pub node_netns: PathBuf,
     /// On SIGTERM, how long the agent keeps serving while httpGet drains are
     /// in progress: the kubelet does not retry a hook whose connection is
@@ -74,7 +74,7 @@ pub struct Args {
     /// loopback by default, where `kubectl port-forward` reaches it in a
     /// pod. `off` serves none. An address that does not parse, or cannot be
     /// bound, stops the start.
-    #[arg(long, env = "GRACEFUL_API_ADDR", default_value = crate::api::DEFAULT_ADDR, value_parser = api_addr)]
+    #[arg(long, env = "GRACEFUL_API_ADDR", default_value = crate::serve::local_api::DEFAULT_ADDR, value_parser = api_addr)]
     pub api_addr: String,
     /// TCP address that serves only /metrics, /healthz and /readyz: the
     /// DaemonSet puts it on the pod's own address (0.0.0.0:9464) for
@@ -94,7 +94,7 @@ pub struct Args {
     #[arg(long, default_value_t = 256)]
     pub metrics_max_pods: usize,
     #[command(flatten)]
-    pub kube: crate::kube::KubeArgs,
+    pub kube: crate::node::kube::KubeArgs,
 }
 
 impl From<Args> for agent::Settings {
@@ -145,9 +145,9 @@ pub fn api_addr(s: &str) -> Result<String, String> {
 pub fn run(pins: &PinDir, api_socket: &std::path::Path, args: Args) -> anyhow::Result<i32> {
     super::require_root("graceful daemon")?;
     // The agent that a keeper runs has its socket in the environment.
-    if args.keeper == Switch::On && std::env::var_os(crate::keeper::ENV).is_none() {
+    if args.keeper == Switch::On && std::env::var_os(crate::continuity::keeper::ENV).is_none() {
         let scratch = api_socket.parent().unwrap_or(std::path::Path::new("/run"));
-        return crate::keeper::run::run(std::env::args_os().collect(), scratch);
+        return crate::continuity::keeper::run::run(std::env::args_os().collect(), scratch);
     }
     agent::run(pins, api_socket, args.into())
 }

@@ -1,11 +1,11 @@
 //! `graceful doctor`: can this node run graceful? Each problem is one line
 //! saying what to do; the exit status is non-zero if the agent cannot work.
-//! The checks are [`crate::doctor`]'s; the running agent also serves them
+//! The checks are [`crate::node::doctor`]'s; the running agent also serves them
 //! (`/v1/doctor`, which `kubectl graceful doctor` reads).
 
 use crate::{
-    bpf::paths::PinDir,
-    doctor::{findings, verdict},
+    kernel::bpf::paths::PinDir,
+    node::doctor::{findings, verdict},
 };
 
 #[derive(Debug, clap::Args)]
@@ -17,7 +17,7 @@ pub struct Args {
 
 pub fn run(pins: &PinDir, api: &std::path::Path, args: Args) -> anyhow::Result<i32> {
     // The running agent's view of the pods, for what a mesh does to their gate.
-    let pods = super::client::get::<Vec<crate::resolver::counts::PodView>>(api, "/v1/pods").ok();
+    let pods = super::client::get::<Vec<crate::node::resolver::counts::PodView>>(api, "/v1/pods").ok();
     let findings = findings(pins, pods.as_deref(), !args.no_load);
     for f in &findings {
         println!("{}", f.line());

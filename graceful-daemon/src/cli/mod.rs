@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
-use crate::{bpf::paths::PinDir, logging::LogFormat};
+use crate::{kernel::bpf::paths::PinDir, logging::LogFormat};
 
 pub mod cgroups;
 pub mod client;
@@ -22,11 +22,11 @@ pub mod uninstall;
 #[command(name = "graceful", version = crate::VERSION, propagate_version = true)]
 pub struct Cli {
     /// Pin directory on the bpffs holding graceful's maps and links.
-    #[arg(long, global = true, env = "GRACEFUL_PIN_DIR", default_value = crate::bpf::paths::DEFAULT_PIN_DIR)]
+    #[arg(long, global = true, env = "GRACEFUL_PIN_DIR", default_value = crate::kernel::bpf::paths::DEFAULT_PIN_DIR)]
     pub pin_dir: PathBuf,
     /// The running daemon's local API socket (`graceful daemon --api-socket`),
     /// which `pods`, `pod` and `drains` ask.
-    #[arg(long, global = true, env = "GRACEFUL_API_SOCKET", default_value = crate::api::DEFAULT_SOCKET)]
+    #[arg(long, global = true, env = "GRACEFUL_API_SOCKET", default_value = crate::serve::local_api::DEFAULT_SOCKET)]
     pub api_socket: PathBuf,
     /// Where the kubelet makes pods' cgroups (paths from the top of the
     /// cgroup2 hierarchy; `*` stands for any one name): a cgroup is a pod's
@@ -37,7 +37,7 @@ pub struct Cli {
     /// rootless k3s, say, names its own
     /// (`/user.slice/user-1001.slice/user@1001.service/k3s-rootless.service/kubepods`).
     #[arg(long = "pod-cgroup-root", global = true, env = "GRACEFUL_POD_CGROUP_ROOT", value_delimiter = ',',
-          default_values_t = crate::cgroupfs::roots::DEFAULT.map(String::from))]
+          default_values_t = crate::kernel::cgroupfs::roots::DEFAULT.map(String::from))]
     pub pod_cgroup_roots: Vec<String>,
     /// Log format (logs go to stderr; RUST_LOG filters them).
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
@@ -88,7 +88,7 @@ impl Cli {
 
 /// Refuses early, with one line, when a command needs root.
 pub fn require_root(what: &str) -> anyhow::Result<()> {
-    if crate::kernel::is_root() {
+    if crate::kernel::version::is_root() {
         return Ok(());
     }
     anyhow::bail!("{what} needs root (it uses BPF objects pinned under /sys/fs/bpf): run it with sudo, or as the DaemonSet does")
@@ -97,8 +97,9 @@ pub fn require_root(what: &str) -> anyhow::Result<()> {
 /// Runs the parsed command; the exit code is the process's.
 pub fn run(cli: Cli) -> anyhow::Result<i32> {
     crate::logging::init(cli.log_format);
-    let roots = crate::cgroupfs::roots::PodRoots::parse(&cli.pod_cgroup_roots).map_err(anyhow::Error::msg)?;
-    crate::cgroupfs::roots::configure(roots);
+    let roots =
+        crate::kernel::cgroupfs::roots::PodRoots::parse(&cli.pod_cgroup_roots).map_err(anyhow::Error::msg)?;
+    crate::kernel::cgroupfs::roots::configure(roots);
     let pins = cli.pins();
     match cli.command {
         Command::Daemon(args) => daemon::run(&pins, &cli.api_socket, *args),
@@ -114,7 +115,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             Ok(0)
         }
         Command::Retired { probe_addr, stopping } => {
-            crate::handover::retire::run(&cli.api_socket, &probe_addr, stopping)
+            crate::continuity::handover::retire::run(&cli.api_socket, &probe_addr, stopping)
         }
     }
 }

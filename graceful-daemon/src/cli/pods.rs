@@ -15,9 +15,9 @@ pub use graceful_api::views::pods::{pod_detail, pods_rows, pods_table, warnings}
 
 use super::client::{self, ClientError};
 use crate::{
-    bpf::{maps::Counters, paths::PinDir},
-    cgroupfs::Hierarchy,
-    resolver::{
+    kernel::bpf::{maps::Counters, paths::PinDir},
+    kernel::cgroupfs::Hierarchy,
+    node::resolver::{
         counts::{find, sort_pods, views, PodView},
         index::PodIndex,
     },

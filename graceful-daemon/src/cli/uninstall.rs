@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 
 use crate::{
     agent::{claim, gate_dir},
-    bpf::{loader, paths::PinDir},
-    handover::give,
+    continuity::handover::give,
+    kernel::bpf::{loader, paths::PinDir},
 };
 
 #[derive(Debug, clap::Args)]

@@ -17,7 +17,7 @@ use super::{
     engine::{self, Point},
     exclusions::{self, Exclusions},
     exits::all_exited,
-    pod_api::PodApi,
+    pod_kube::PodKube,
     policy::{Params, Policy},
     publish::{Released, Sinks},
     report::{ActiveDrain, DrainReport},
@@ -26,12 +26,12 @@ use super::{
     table::Drains,
 };
 use crate::{
-    adopt::repair::Repairer,
-    bpf::{Kernel, MapError},
-    cgroupfs::Hierarchy,
+    kernel::adopt::repair::Repairer,
+    kernel::bpf::{Kernel, MapError},
+    kernel::cgroupfs::Hierarchy,
     metrics::Recorder,
-    node_addrs::NodeAddrs,
-    resolver::index::PodIndex,
+    node::addrs::NodeAddrs,
+    node::resolver::index::PodIndex,
 };
 
 /// Everything a drain needs, shared by all of them.
@@ -41,7 +41,7 @@ pub struct Drainer {
     pub hier: Hierarchy,
     pub metrics: Arc<Recorder>,
     /// Pods' annotations and grace periods, and Events; `None` standalone.
-    pub pod_api: Option<PodApi>,
+    pub pod_kube: Option<PodKube>,
     /// What the app needs after SIGTERM: the default deadline is the
     /// grace period less this.
     pub budget: Duration,
@@ -89,7 +89,7 @@ impl Drainer {
         index: Arc<RwLock<PodIndex>>,
         hier: Hierarchy,
         metrics: Arc<Recorder>,
-        pod_api: Option<PodApi>,
+        pod_kube: Option<PodKube>,
         budget: Duration,
     ) -> Drainer {
         Drainer {
@@ -98,7 +98,7 @@ impl Drainer {
             index,
             hier,
             metrics,
-            pod_api,
+            pod_kube,
             budget,
             repairer: None,
             node: None,
@@ -124,7 +124,7 @@ impl Drainer {
     /// the settings are logged and posted as an Event on the pod; they
     /// never refuse a drain.
     pub fn prepare(&self, who: Subject, r: &DrainRequest, arrived_ns: u64) -> Result<Prepared, Refusal> {
-        let facts = match &self.pod_api {
+        let facts = match &self.pod_kube {
             Some(api) => api.facts(&who.pod, who.container.as_deref()),
             None => PodFacts::default(),
         };
@@ -154,7 +154,7 @@ impl Drainer {
         for w in &acc.warnings {
             span.in_scope(|| warn!("drain settings: {w}"));
         }
-        if let Some(api) = &self.pod_api {
+        if let Some(api) = &self.pod_kube {
             api.misconfigured(&who.pod, facts.container.as_deref(), &acc.warnings);
         }
         // Looked up once: for a pod the watcher has not filed yet, this
@@ -170,7 +170,7 @@ impl Drainer {
             span.in_scope(|| warn!("{why}"));
             self.metrics.error("drain_uncounted");
             acc.warnings.push(why.into());
-            if let Some(api) = &self.pod_api {
+            if let Some(api) = &self.pod_kube {
                 api.uncounted(&who.pod, facts.container.as_deref(), why);
             }
         }
@@ -202,7 +202,7 @@ impl Drainer {
 
     /// Whether `pod`'s counts may be short: the counters map was seen full
     /// (a connection's cgroup got no entry) after its cgroups were made.
-    fn uncounted(&self, pod: &crate::resolver::index::Pod) -> bool {
+    fn uncounted(&self, pod: &crate::node::resolver::index::Pod) -> bool {
         let Some(full_at) = self.kernel.counters_full_at() else {
             return false;
         };
@@ -336,7 +336,7 @@ impl Drainer {
             report,
         };
         let sinks = Sinks {
-            pod_api: self.pod_api.clone(),
+            pod_kube: self.pod_kube.clone(),
             metrics: self.metrics.clone(),
             container_name,
             active,

@@ -9,7 +9,7 @@ use serde::Serialize;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::policy::{decide, Decision, Observed, Params, Policy, Reason};
-use crate::bpf::{Kernel, MapError};
+use crate::kernel::bpf::{Kernel, MapError};
 
 /// One point of the inbound timeline: milliseconds since the drain started.
 pub use graceful_api::Point;

@@ -25,7 +25,7 @@ use tokio::{
     sync::broadcast::{self, error::RecvError},
 };
 
-use crate::{bpf::Kernel, resolver::inotify::Inotify};
+use crate::{kernel::bpf::Kernel, node::resolver::inotify::Inotify};
 
 fn populated(dir: &Path) -> bool {
     std::fs::read_to_string(dir.join("cgroup.events"))

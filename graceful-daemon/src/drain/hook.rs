@@ -33,8 +33,8 @@ use super::{
     scope::{Refusal, Subject},
 };
 use crate::{
-    adopt::netns::NetNs,
-    handover::held::{Admission, Hold, Registry},
+    continuity::handover::held::{Admission, Hold, Registry},
+    kernel::adopt::netns::NetNs,
     share::{Busy, DrainTicket, Shares},
 };
 
@@ -246,7 +246,7 @@ impl Hooks {
         }
         let epoch = self
             .drainer
-            .pod_api
+            .pod_kube
             .as_ref()
             .and_then(|api| api.store.get(&hook.pod))
             .and_then(|p| p.deletion_timestamp)

@@ -17,7 +17,7 @@
 //! - [`table`]: the drains in progress, the history and their feed;
 //! - [`report`]: a drain as the rest of the agent sees it;
 //! - [`publish`]: a released drain's report to its sinks;
-//! - [`pod_api`]: what drains take from the Kubernetes API, and their Events;
+//! - [`pod_kube`]: what drains take from the Kubernetes API, and their Events;
 //! - [`terminations`]: the report every terminating pod gets, gated or not:
 //!   when its inbound count reaches zero after its deletion.
 pub mod drainer;
@@ -25,7 +25,7 @@ pub mod engine;
 pub mod exclusions;
 pub mod exits;
 pub mod hook;
-pub mod pod_api;
+pub mod pod_kube;
 pub mod policy;
 pub mod publish;
 pub mod report;

@@ -7,12 +7,12 @@ use std::sync::Arc;
 
 use tracing::{info, Span};
 
-use super::{pod_api::PodApi, report::DrainReport, table::Active};
+use super::{pod_kube::PodKube, report::DrainReport, table::Active};
 use crate::metrics::Recorder;
 
 /// The sinks of a released drain other than the hook.
 pub(super) struct Sinks {
-    pub pod_api: Option<PodApi>,
+    pub pod_kube: Option<PodKube>,
     pub metrics: Arc<Recorder>,
     /// The container's name, once the API has told it (for the Event).
     pub container_name: Option<String>,
@@ -45,7 +45,7 @@ impl Released {
     fn flush(&mut self) {
         let Some(s) = self.sinks.take() else { return };
         let report = &self.report;
-        if let Some(api) = &s.pod_api {
+        if let Some(api) = &s.pod_kube {
             api.released(report, s.container_name.as_deref());
         }
         let r = &report.report;

@@ -8,9 +8,9 @@ use std::{path::PathBuf, sync::RwLock};
 use graceful_api::Scope;
 
 use crate::{
-    adopt::netns::NetNs,
-    cgroupfs::Hierarchy,
-    resolver::index::{Pod, PodIndex},
+    kernel::adopt::netns::NetNs,
+    kernel::cgroupfs::Hierarchy,
+    node::resolver::index::{Pod, PodIndex},
     sync,
 };
 

@@ -35,7 +35,7 @@ use crate::duration;
 
 pub const PREFIX: &str = "graceful.dev/";
 /// The project's annotations that are not drain settings: the httpGet
-/// gate's opt-in and port (crate::httpgate). Known, so never "unknown".
+/// gate's opt-in and port (crate::serve::httpgate). Known, so never "unknown".
 const OTHER_KEYS: [&str; 2] = ["gate", "gate-port"];
 
 /// What the agent knows of the calling pod from the Kubernetes API.
@@ -52,7 +52,7 @@ pub struct PodFacts {
     /// last): what `after-containers` may name.
     pub stop_ranks: super::stop_order::Ranks,
     /// The ports of the pod's mesh proxy that carry no app traffic
-    /// ([`crate::kube::mesh::own_ports`]): always left out, whatever else
+    /// ([`crate::node::kube::mesh::own_ports`]): always left out, whatever else
     /// `ignore-ports` names (a relayed hook's own connection is on one).
     pub mesh_ports: Vec<u16>,
 }

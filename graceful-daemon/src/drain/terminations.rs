@@ -41,9 +41,9 @@ use tokio::{
 use tracing::{debug, info, warn};
 
 use crate::{
-    bpf::Kernel,
-    kube::{EventPoster, PodEvent, PodInfo, PodRef, PodStore},
-    resolver::index::{Change, PodIndex},
+    kernel::bpf::Kernel,
+    node::kube::{EventPoster, PodEvent, PodInfo, PodRef, PodStore},
+    node::resolver::index::{Change, PodIndex},
     sync,
 };
 

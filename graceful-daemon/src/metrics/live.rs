@@ -44,6 +44,14 @@ pub struct AdoptionFigures {
     pub elapsed_ms: u64,
 }
 
+/// The agent's memory cgroup, read at scrape time (a few small files).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MemoryFigures {
+    pub usage: u64,
+    pub limit: Option<u64>,
+    pub tcp_sockets: Option<u64>,
+}
+
 /// Every figure a scrape reads, at once.
 pub struct MetricsSnapshot {
     pub pods: Vec<PodFigures>,
@@ -65,6 +73,8 @@ pub struct MetricsSnapshot {
     /// posted, and those past their pod's budget.
     pub events_aggregated: u64,
     pub events_dropped: u64,
+    /// None when the agent's memory cgroup cannot be read.
+    pub memory: Option<MemoryFigures>,
 }
 
 /// Where the figures come from: the agent's view of its node, which
@@ -254,8 +264,7 @@ impl Collector for Live {
                 (label("map", "watch"), snap.watch_entries),
             ],
         )?;
-        // Read at scrape time: a few small files.
-        if let Some(b) = crate::memcg::Budget::own() {
+        if let Some(b) = snap.memory {
             gauge(
                 &mut e,
                 "memory_cgroup_bytes",

@@ -28,5 +28,5 @@ pub mod live;
 pub mod recorder;
 pub mod text;
 
-pub use live::{AdoptionFigures, KernelFigures, LiveSource, MetricsSnapshot, PodFigures};
+pub use live::{AdoptionFigures, KernelFigures, LiveSource, MemoryFigures, MetricsSnapshot, PodFigures};
 pub use recorder::Recorder;

@@ -152,7 +152,7 @@ impl Agent {
         if let Some(every) = &self.repair_interval {
             // The pass logs its duration at debug level.
             cmd.args(["--repair-interval", every])
-                .env("RUST_LOG", "info,graceful::adopt::repair=debug");
+                .env("RUST_LOG", "info,graceful::kernel::adopt::repair=debug");
         }
         if let Some(sock) = &self.api_socket {
             cmd.env("GRACEFUL_API_SOCKET", sock).args(["--api-addr", "off"]);

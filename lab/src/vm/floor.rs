@@ -1,5 +1,5 @@
 //! graceful's kernel floor, read from the agent's own source
-//! (`graceful-daemon/src/kernel.rs`, `FLOOR`), so that vm-test and the
+//! (`graceful-daemon/src/kernel/version.rs`, `FLOOR`), so that vm-test and the
 //! agent cannot disagree on which guests run the suite and which only
 //! check the refusal.
 
@@ -7,7 +7,7 @@
 /// agent and `graceful doctor` refuse the kernel in one line.
 pub const REFUSAL_TESTS: &str = "floor::";
 
-const KERNEL_RS: &str = include_str!("../../../graceful-daemon/src/kernel.rs");
+const KERNEL_RS: &str = include_str!("../../../graceful-daemon/src/kernel/version.rs");
 
 /// `(major, minor)` from `pub const FLOOR: (u32, u32) = (6, 1);` in `source`.
 fn parse_floor(source: &str) -> Option<(u32, u32)> {
@@ -19,7 +19,7 @@ fn parse_floor(source: &str) -> Option<(u32, u32)> {
 
 pub fn floor() -> (u32, u32) {
     parse_floor(KERNEL_RS)
-        .expect("graceful-daemon/src/kernel.rs defines `pub const FLOOR: (u32, u32) = (x, y);`")
+        .expect("graceful-daemon/src/kernel/version.rs defines `pub const FLOOR: (u32, u32) = (x, y);`")
 }
 
 /// Major and minor of a release such as `5.10.0-46-amd64`.

@@ -7,8 +7,8 @@ use std::io::Read as _;
 
 use aya::programs::{BtfTracePoint, CgroupAttachMode, SockOps};
 use graceful::{
-    bpf::{object::OBJECT, paths::PinDir},
-    cgroupfs,
+    kernel::bpf::{object::OBJECT, paths::PinDir},
+    kernel::cgroupfs,
 };
 use graceful_common::names;
 use serde_json::json;

@@ -6,7 +6,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use graceful::bpf::paths::PinDir;
+use graceful::kernel::bpf::paths::PinDir;
 use serde_json::json;
 
 use super::{stats::summary, timed_http_drain};
@@ -40,7 +40,7 @@ pub fn run(drains: usize) {
         CLIENTS,
     );
     wait_listening(&n.scene.net.b, PORT, 10);
-    let counters = graceful::bpf::maps::Counters::open(&PinDir::new(&n.scene.agent.pin_dir)).unwrap();
+    let counters = graceful::kernel::bpf::maps::Counters::open(&PinDir::new(&n.scene.agent.pin_dir)).unwrap();
     let app_id = n.scene.pod.container(0).id();
     let gate = n.scene.gate();
     let pod_v6 = n.scene.net.b_v6.clone();

@@ -211,7 +211,7 @@ pub fn run(c: &Config) -> anyhow::Result<()> {
     let mut agent_since = Instant::now();
     for round in 0..c.swaps {
         if c.crash {
-            let stable = graceful::keeper::restarts::STABLE + Duration::from_secs(1);
+            let stable = graceful::continuity::keeper::restarts::STABLE + Duration::from_secs(1);
             std::thread::sleep(stable.saturating_sub(agent_since.elapsed()));
         }
         let from = Instant::now();

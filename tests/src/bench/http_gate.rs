@@ -4,7 +4,7 @@
 //! pod by the fake API, listens in the pod's namespace; each drain holds
 //! one client, then the client goes.
 
-use graceful::bpf::paths::PinDir;
+use graceful::kernel::bpf::paths::PinDir;
 use serde_json::json;
 
 use super::{stats::summary, timed_http_drain};
@@ -15,7 +15,7 @@ pub fn run(drains: usize) {
     let mut s = Scene::new(json!({"graceful.dev/gate": "http"}));
     wait_listening(&s.net.b, PORT, 10);
     let (_lb, mut client) = s.clients(1);
-    let counters = graceful::bpf::maps::Counters::open(&PinDir::new(&s.agent.pin_dir)).unwrap();
+    let counters = graceful::kernel::bpf::maps::Counters::open(&PinDir::new(&s.agent.pin_dir)).unwrap();
     let app_id = s.pod.container(0).id();
     let gate = s.gate();
     let mut ms = Vec::with_capacity(drains);

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use graceful::{
-    bpf::{paths::PinDir, Kernel},
     drain::policy::{Params, Policy},
+    kernel::bpf::{paths::PinDir, Kernel},
 };
 
 use crate::{agent::Agent, monotonic_ns};

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use graceful::bpf::paths::PinDir;
+use graceful::kernel::bpf::paths::PinDir;
 
 use super::stats::summary;
 use crate::{
@@ -28,7 +28,7 @@ pub fn run(drains: usize) {
     let (_app, mut pool) = held_connections(pod.container(0), &lb, 8);
     let app_id = pod.container(0).id();
     // The payload timestamp is not in `graceful cgroups -o json`: read the map.
-    let counters = graceful::bpf::maps::Counters::open(&PinDir::new(&agent.pin_dir)).unwrap();
+    let counters = graceful::kernel::bpf::maps::Counters::open(&PinDir::new(&agent.pin_dir)).unwrap();
     let window = format!("{WINDOW_MS}ms");
     let mut ms = Vec::with_capacity(drains);
     for i in 0..drains {

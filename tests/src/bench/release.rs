@@ -10,8 +10,8 @@
 use std::time::{Duration, Instant};
 
 use graceful::{
-    adopt::sockdiag,
     drain::{engine, policy::Reason},
+    kernel::adopt::sockdiag,
 };
 
 use super::{

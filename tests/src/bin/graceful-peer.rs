@@ -392,7 +392,7 @@ fn gate_flood(st: &mut State, sock: &str, n: usize, req: &[u8]) -> String {
             Err(_) => failed += 1,
         }
     }
-    let head = graceful::http_conn::HEAD_TIMEOUT;
+    let head = graceful::serve::http_conn::HEAD_TIMEOUT;
     let (mut held, mut s429, mut s503, mut vanished, mut other) = (0, 0, 0, 0, 0);
     let mut last_accept = first;
     for a in answers {

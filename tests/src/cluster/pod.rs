@@ -179,7 +179,7 @@ fn populated(dir: &Path) -> bool {
 }
 
 pub fn cgroup2() -> PathBuf {
-    graceful::cgroupfs::mount_point().expect("a cgroup2 mount")
+    graceful::kernel::cgroupfs::mount_point().expect("a cgroup2 mount")
 }
 
 /// A container's log, read through a file opened while it ran.

@@ -255,7 +255,7 @@ fn a_thousand_drains_started_and_abandoned_in_a_minute_cost_a_few_events() {
     // Its messages differ (each names how late its request was): the
     // first SIMILAR - 1 are posted as they are, the rest combined into one;
     // and the drain that ran to its release, one more.
-    use graceful::kube::events::correlate::{BURST, SIMILAR};
+    use graceful::node::kube::events::correlate::{BURST, SIMILAR};
     assert!(ours.len() <= SIMILAR + 1, "{ours:#?}");
     assert!(
         ours.iter().any(|e| e["message"]

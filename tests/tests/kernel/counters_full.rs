@@ -7,7 +7,7 @@
 use std::time::Instant;
 
 use aya::maps::{HashMap, MapData};
-use graceful::bpf::paths::PinDir;
+use graceful::kernel::bpf::paths::PinDir;
 use graceful_common::{names, CgroupCounters, MAX_CGROUPS};
 use graceful_tests::{
     agent::{graceful, Agent},

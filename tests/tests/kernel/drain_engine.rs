@@ -4,11 +4,11 @@
 use std::time::Duration;
 
 use graceful::{
-    bpf::{paths::PinDir, Kernel},
     drain::{
         engine,
         policy::{Params, Policy, Reason},
     },
+    kernel::bpf::{paths::PinDir, Kernel},
 };
 use graceful_tests::{
     agent::Agent,

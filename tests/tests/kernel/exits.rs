@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use graceful::bpf::{paths::PinDir, Kernel};
+use graceful::kernel::bpf::{paths::PinDir, Kernel};
 use graceful_common::{event, names, watch, Event};
 use graceful_tests::monotonic_ns;
 use graceful_tests::{agent::Agent, cgroup::Cgroup, peer::Peer};

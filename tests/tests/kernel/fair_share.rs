@@ -95,7 +95,7 @@ fn a_pod_flooding_the_gate_gets_its_share_and_others_drain_as_usual() {
     // admitted the whole flood within one head timeout; on a machine too
     // slow for that (qemu's TCG on a busy host), the flood is tried again
     // once the last one's 408 has let its place go.
-    let head_ms = graceful::http_conn::HEAD_TIMEOUT.as_millis() as u64;
+    let head_ms = graceful::serve::http_conn::HEAD_TIMEOUT.as_millis() as u64;
     let mut tries = Vec::new();
     let idle = loop {
         let t = flood(&mut peer, &sock, 400, None);

@@ -1,19 +1,19 @@
-//! The kernel floor (`graceful::kernel::FLOOR`). Below it, the agent and
+//! The kernel floor (`graceful::kernel::version::FLOOR`). Below it, the agent and
 //! `graceful doctor` refuse the kernel in one line that names what it
 //! lacks. `cargo xtask vm-test` boots bullseye's 5.10 to run only these
 //! tests. At or above the floor, doctor accepts the kernel.
 
 use std::process::Command;
 
-use graceful::kernel::{self, FLOOR, MISSING_BEFORE, MISSING_FEATURE};
+use graceful::kernel::version::{self, FLOOR, MISSING_BEFORE, MISSING_FEATURE};
 use graceful_tests::agent::{graceful, graceful_bin, Agent};
 
 use crate::require_root;
 
 /// This kernel's release and `(major, minor)`.
 fn running() -> (String, (u32, u32)) {
-    let rel = kernel::release();
-    let v = kernel::parse_version(&rel).unwrap_or_else(|| panic!("cannot parse {rel:?}"));
+    let rel = version::release();
+    let v = version::parse_version(&rel).unwrap_or_else(|| panic!("cannot parse {rel:?}"));
     (rel, v)
 }
 

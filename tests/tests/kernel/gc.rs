@@ -11,8 +11,8 @@ use std::{
 };
 
 use graceful::{
-    bpf::{maps::collect_garbage, paths::PinDir},
-    cgroupfs::Hierarchy,
+    kernel::bpf::{maps::collect_garbage, paths::PinDir},
+    kernel::cgroupfs::Hierarchy,
 };
 use graceful_tests::{
     agent::Agent,

@@ -12,7 +12,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use graceful::handover::{fds, give, peer, wire};
+use graceful::continuity::handover::{fds, give, peer, wire};
 use graceful_tests::{
     agent::{since_pause_ms, Agent},
     cgroup::Cgroup,
@@ -169,7 +169,7 @@ fn a_successor_takes_a_held_http_hook_and_answers_it_once() {
 fn knock(first: &Agent, hello: &[u8], proof: bool) -> fds::Channel {
     let chan = fds::connect(&give::socket_path(first.gate_dir.as_ref().unwrap())).unwrap();
     chan.set_timeout(Duration::from_secs(10)).unwrap();
-    let pins = graceful::bpf::paths::PinDir::new(&first.pin_dir);
+    let pins = graceful::kernel::bpf::paths::PinDir::new(&first.pin_dir);
     let p = proof.then(|| peer::proof(&pins).unwrap());
     let fds: Vec<_> = p.iter().map(|f| f.as_fd()).collect();
     chan.send(hello, &fds).unwrap();

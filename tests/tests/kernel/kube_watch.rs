@@ -13,8 +13,8 @@ use std::{
 };
 
 use graceful::{
-    kube::{ApiState, ContainerKind, PodEvent, PodStore, PodWatch, Source, WatchOptions},
-    resolver::index::PodIndex,
+    node::kube::{ApiState, ContainerKind, PodEvent, PodStore, PodWatch, Source, WatchOptions},
+    node::resolver::index::PodIndex,
 };
 use graceful_tests::k8s::{
     fake_api::{FakeApi, Reply, Seen},

@@ -3,7 +3,7 @@
 //! with the agent's periodic repair pass off, every count is exact, live
 //! and total, and nothing needed catching.
 
-use graceful::bpf::{maps::read_stats, paths::PinDir};
+use graceful::kernel::bpf::{maps::read_stats, paths::PinDir};
 use graceful_common::stat;
 use graceful_tests::{agent::Agent, nested};
 

@@ -10,7 +10,7 @@
 use std::os::fd::OwnedFd;
 
 use aya::maps::{HashMap, Map, MapData, SkStorage};
-use graceful::bpf::{maps::read_stats, paths::PinDir};
+use graceful::kernel::bpf::{maps::read_stats, paths::PinDir};
 use graceful_common::{names, role, stat, CgroupCounters, SockOwner};
 use graceful_tests::{
     agent::Agent,

@@ -6,7 +6,7 @@
 //! connects, is accepted or listens), and detaches the state programs once
 //! no socket carries their storage. No count is lost or doubled on the way.
 
-use graceful::bpf::{maps::Control, paths::PinDir};
+use graceful::kernel::bpf::{maps::Control, paths::PinDir};
 use graceful_common::control;
 use graceful_tests::{
     agent::{graceful, Agent},

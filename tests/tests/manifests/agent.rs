@@ -60,7 +60,7 @@ fn nothing_is_privileged() {
 /// The capabilities `graceful doctor` checks for, read from its source:
 /// the DaemonSet must grant exactly these.
 fn doctor_capabilities() -> BTreeSet<String> {
-    let src = read(&root().join("graceful-daemon/src/doctor.rs"));
+    let src = read(&root().join("graceful-daemon/src/node/doctor.rs"));
     let start = src.find("const CAPS").expect("doctor.rs has no CAPS list");
     let list = &src[start..start + src[start..].find("];").unwrap()];
     list.split('"')
@@ -141,7 +141,7 @@ fn the_agent_daemonset_has_what_it_needs_and_no_more() {
         .iter()
         .position(|a| a == "--api-socket")
         .and_then(|i| daemon_args.get(i + 1).cloned())
-        .unwrap_or_else(|| graceful::api::DEFAULT_SOCKET.to_string());
+        .unwrap_or_else(|| graceful::serve::local_api::DEFAULT_SOCKET.to_string());
     let socket_dir = std::path::Path::new(&socket)
         .parent()
         .unwrap()

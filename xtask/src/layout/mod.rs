@@ -7,6 +7,9 @@
 //! - no source file over `--max-lines` lines (600);
 //! - no test module inside a product file: tests sit beside it
 //!   (`#[cfg(test)] mod tests;` and `x/tests.rs`);
+//! - the agent's rooms import in the order its crate root's map lists
+//!   them (`//! - [`room`]: ...`, the order data flows), and the small
+//!   pieces the map does not list import none of them;
 //! - `docs/architecture.md` shows the agent's rooms, in layers, as the
 //!   code has them (`--write` writes them there).
 //!
@@ -124,6 +127,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         let g = Graph::of(&file);
         if name.starts_with("graceful-daemon (lib") {
             findings.extend(architecture(&g, args.write)?);
+            findings.extend(house::order_findings(&g, &file));
         }
         let files: Vec<_> = g
             .modules

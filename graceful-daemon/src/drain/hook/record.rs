@@ -14,7 +14,7 @@
 use graceful_api::{hook_query, DrainRequest};
 
 use super::{Hook, Origin};
-use crate::handover::wire::{self, ExecHook, HttpHook, Record, RecordFrame, MAX_FRAME, VERSION};
+use crate::continuity::handover::wire::{self, ExecHook, HttpHook, Record, RecordFrame, MAX_FRAME, VERSION};
 
 /// A hook whose record would not fit a handover's frame.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

@@ -5,7 +5,7 @@ use graceful_api::{
 use proptest::prelude::*;
 
 use super::*;
-use crate::{handover::wire, resolver::path::MAX_CONTAINER_ID_LEN};
+use crate::{continuity::handover::wire, node::resolver::path::MAX_CONTAINER_ID_LEN};
 
 /// The largest request a pod can make: every list at its bound, every
 /// string of the characters JSON escapes most, every number at its widest.
