@@ -26,8 +26,8 @@ use crate::{
     metrics::Recorder,
     node::addrs::NodeAddrs,
     node::resolver::watch::{WatchConfig, Watcher},
-    serve::gate::{listener::Socket, server},
-    serve::httpgate::{gates::Gates, server::Ctx},
+    serve::gate::{exec_resume, listener::Socket, server},
+    serve::httpgate::{gates::Gates, http_resume, server::Ctx},
     serve::local_api::{
         self,
         node::Node,
@@ -364,10 +364,8 @@ fn resume(inherited: Inherited, hooks: &Arc<Hooks>, http_gate: bool) {
     let read = |r: Record| record::hook_of(r).expect("a held hook's record");
     for (h, fd) in inherited.exec_hooks {
         let pod = h.pod.clone();
-        if let Some(h) =
-            crate::serve::gate::exec_resume::Resumed::hold(hooks, &pod, read(Record::ExecHook(h)), fd)
-        {
-            tokio::spawn(crate::serve::gate::exec_resume::exec(h));
+        if let Some(h) = hooks.resume_on(&pod, read(Record::ExecHook(h)), fd, exec_resume::open) {
+            tokio::spawn(exec_resume::exec(h));
         }
     }
     for (h, fd) in inherited.http_hooks {
@@ -376,10 +374,8 @@ fn resume(inherited: Inherited, hooks: &Arc<Hooks>, http_gate: bool) {
             continue;
         }
         let pod = h.pod.clone();
-        if let Some(h) =
-            crate::serve::httpgate::http_resume::Resumed::hold(hooks, &pod, read(Record::HttpHook(h)), fd)
-        {
-            tokio::spawn(crate::serve::httpgate::http_resume::http(h));
+        if let Some(h) = hooks.resume_on(&pod, read(Record::HttpHook(h)), fd, http_resume::open) {
+            tokio::spawn(http_resume::http(h));
         }
     }
 }
@@ -408,9 +404,9 @@ fn answer_unreadable(hooks: &Hooks, u: handover::take::Unreadable) {
         rustix::net::sockopt::socket_domain(&u.conn).is_ok_and(|d| d == rustix::net::AddressFamily::UNIX);
     tokio::spawn(async move {
         if exec {
-            crate::serve::gate::exec_resume::fail_open(u.conn, &why).await
+            exec_resume::fail_open(u.conn, &why).await
         } else {
-            crate::serve::httpgate::http_resume::fail_open(u.conn, &why).await
+            http_resume::fail_open(u.conn, &why).await
         }
     });
 }

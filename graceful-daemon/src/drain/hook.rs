@@ -17,7 +17,7 @@
 //!   request was ([`record`]).
 
 use std::{
-    os::fd::BorrowedFd,
+    os::fd::{AsFd, BorrowedFd, OwnedFd},
     sync::{
         atomic::{AtomicUsize, Ordering},
         Arc,
@@ -125,6 +125,24 @@ pub enum Refused {
     /// What a handover would carry of it does not fit (400).
     #[error("{0}")]
     Record(#[from] record::TooLarge),
+}
+
+/// A hook an earlier agent held, held again on its connection (or why
+/// not), for its transport to run and answer.
+pub struct Reheld<S> {
+    pub stream: S,
+    pub started: Result<Started, Unresumed>,
+}
+
+/// Why a hook an earlier agent held is not held again: what its
+/// transport answers it with.
+#[derive(Debug, thiserror::Error)]
+pub enum Unresumed {
+    /// Its record could not be read.
+    #[error("{0}")]
+    Unreadable(String),
+    #[error(transparent)]
+    Refused(#[from] Refused),
 }
 
 impl Refused {
@@ -236,6 +254,31 @@ impl Hooks {
         let slot = self.slot(hook).ok().flatten();
         let prepared = self.prepare(hook, None)?;
         Ok(self.started(hook, prepared, hold, slot))
+    }
+
+    /// A hook an earlier agent held, on its connection `fd`, which its
+    /// transport opens (`open`): held again from its record `hook` (or why
+    /// it is not), with its stream. `None`, logged, if the connection
+    /// cannot be served at all.
+    pub fn resume_on<S: AsFd>(
+        self: &Arc<Self>,
+        pod: &str,
+        hook: Result<Hook, String>,
+        fd: OwnedFd,
+        open: impl FnOnce(OwnedFd) -> std::io::Result<S>,
+    ) -> Option<Reheld<S>> {
+        let stream = match open(fd) {
+            Ok(s) => s,
+            Err(e) => {
+                warn!(pod, error = %e, "handover: cannot serve a held hook's connection");
+                return None;
+            }
+        };
+        let started = match hook {
+            Ok(h) => self.resume(&h, stream.as_fd()).map_err(Unresumed::from),
+            Err(why) => Err(Unresumed::Unreadable(why)),
+        };
+        Some(Reheld { stream, started })
     }
 
     /// The container's exec slot in this epoch of its pod (before its

@@ -6,16 +6,17 @@
 //! report (or the error), then the last chunk. The hook sees one response,
 //! from two writers, and never reconnects.
 
-use std::{os::fd::OwnedFd, sync::Arc};
-
-use bytes::Bytes;
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tracing::warn;
+use std::os::fd::OwnedFd;
 
 use super::protocol::{ErrorBody, Line};
 use crate::{
-    drain::hook::{Ending, Hook, Hooks, Started},
+    drain::hook::{Ending, Reheld},
     serve::reply::line_bytes,
+};
+use bytes::Bytes;
+use tokio::{
+    io::{AsyncReadExt as _, AsyncWriteExt as _},
+    net::UnixStream,
 };
 
 /// One chunk of a chunked body.
@@ -29,38 +30,10 @@ pub fn chunk(data: &[u8]) -> Vec<u8> {
 /// The chunked body's end.
 pub const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
 
-/// A handed-over exec hook, held again (at once, so that a handover or a
-/// keeper carries it on), or the error its answer is.
-pub struct Resumed {
-    stream: tokio::net::UnixStream,
-    started: Result<Started, String>,
-}
-
-impl Resumed {
-    /// `hook`: pod `pod`'s, as its record reads (or why it does not);
-    /// `None` if its connection cannot be served.
-    pub fn hold(hooks: &Arc<Hooks>, pod: &str, hook: Result<Hook, String>, fd: OwnedFd) -> Option<Resumed> {
-        let stream = match to_tokio(fd) {
-            Ok(s) => s,
-            Err(e) => {
-                warn!(pod, error = %e, "handover: cannot serve a held exec hook");
-                return None;
-            }
-        };
-        let started = hook.and_then(|h| {
-            hooks
-                .resume(&h, std::os::fd::AsFd::as_fd(&stream))
-                .map_err(|e| e.to_string())
-        });
-        Some(Resumed { stream, started })
-    }
-}
-
 /// Runs the handed-over hook's drain to its release and answers it.
-pub async fn exec(resumed: Resumed) {
-    let Resumed { stream, started } = resumed;
-    let (mut rd, mut wr) = stream.into_split();
-    let started = match started {
+pub async fn exec(held: Reheld<UnixStream>) {
+    let (mut rd, mut wr) = held.stream.into_split();
+    let started = match held.started {
         Ok(s) => s,
         Err(why) => {
             let line = line_bytes(&ErrorBody {
@@ -112,7 +85,7 @@ pub async fn exec(resumed: Resumed) {
 /// is mid-stream, so one error line and its end, which `graceful-wait`
 /// takes as a failure of the agent and fails open with.
 pub async fn fail_open(fd: OwnedFd, why: &str) {
-    let Ok(mut s) = to_tokio(fd) else { return };
+    let Ok(mut s) = open(fd) else { return };
     let line = line_bytes(&ErrorBody {
         error: format!("after a handover: {why}"),
     });
@@ -120,8 +93,9 @@ pub async fn fail_open(fd: OwnedFd, why: &str) {
     let _ = s.shutdown().await;
 }
 
-fn to_tokio(fd: OwnedFd) -> std::io::Result<tokio::net::UnixStream> {
+/// The connection of a held exec hook, as the gate serves it.
+pub fn open(fd: OwnedFd) -> std::io::Result<UnixStream> {
     let s = std::os::unix::net::UnixStream::from(fd);
     s.set_nonblocking(true)?;
-    tokio::net::UnixStream::from_std(s)
+    UnixStream::from_std(s)
 }

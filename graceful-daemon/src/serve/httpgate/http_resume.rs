@@ -3,56 +3,28 @@
 //! again from the hook's original start ([`Hooks::resume`]) and writes the
 //! whole answer (`connection: close`) on the same connection.
 
-use std::{os::fd::OwnedFd, sync::Arc};
-
-use http_body_util::BodyExt as _;
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tracing::warn;
+use std::os::fd::OwnedFd;
 
 use super::server::respond;
 use crate::{
-    drain::hook::{Hook, Hooks, Started},
+    drain::hook::{Reheld, Unresumed},
     serve::gate::server::refused_hook,
     serve::reply::{error, Body},
 };
-
-/// A handed-over httpGet hook, held again, or the answer it gets at once.
-pub struct Resumed {
-    stream: tokio::net::TcpStream,
-    started: Result<Started, http::Response<Body>>,
-}
-
-impl Resumed {
-    /// Registers the hook as held (at once, so that a handover or a keeper
-    /// carries it on). `hook`: pod `pod`'s, as its record reads (or why it
-    /// does not); `None` if its connection cannot be served.
-    pub fn hold(hooks: &Arc<Hooks>, pod: &str, hook: Result<Hook, String>, fd: OwnedFd) -> Option<Resumed> {
-        let stream = match to_tokio(fd) {
-            Ok(s) => s,
-            Err(e) => {
-                warn!(pod, error = %e, "handover: cannot serve a held httpGet hook");
-                return None;
-            }
-        };
-        let started = match hook {
-            Ok(h) => hooks
-                .resume(&h, std::os::fd::AsFd::as_fd(&stream))
-                .map_err(refused_hook),
-            Err(why) => Err(error(
-                http::StatusCode::BAD_REQUEST,
-                format!("after a handover: {why}"),
-            )),
-        };
-        Some(Resumed { stream, started })
-    }
-}
+use http_body_util::BodyExt as _;
+use tokio::{
+    io::{AsyncReadExt as _, AsyncWriteExt as _},
+    net::TcpStream,
+};
 
 /// Runs the handed-over hook's drain to its release and answers it.
-pub async fn http(resumed: Resumed) {
-    let Resumed { stream, started } = resumed;
-    let (mut rd, mut wr) = stream.into_split();
-    let resp = match started {
-        Err(resp) => resp,
+pub async fn http(held: Reheld<TcpStream>) {
+    let (mut rd, mut wr) = held.stream.into_split();
+    let resp = match held.started {
+        Err(Unresumed::Refused(r)) => refused_hook(r),
+        Err(Unresumed::Unreadable(why)) => {
+            error(http::StatusCode::BAD_REQUEST, format!("after a handover: {why}"))
+        }
         Ok(started) => {
             // The kubelet sends nothing more; a close is its giving up
             // (its hook's timeout).
@@ -73,7 +45,7 @@ pub async fn http(resumed: Resumed) {
 /// A handed-over httpGet hook whose record could not be read: answered
 /// `500` with why (the kubelet takes any answer as the hook's end).
 pub async fn fail_open(fd: OwnedFd, why: &str) {
-    let Ok(s) = to_tokio(fd) else { return };
+    let Ok(s) = open(fd) else { return };
     let resp = error(
         http::StatusCode::INTERNAL_SERVER_ERROR,
         format!("after a handover: {why}"),
@@ -106,8 +78,9 @@ async fn serialize(resp: http::Response<Body>) -> Vec<u8> {
     bytes
 }
 
-fn to_tokio(fd: OwnedFd) -> std::io::Result<tokio::net::TcpStream> {
+/// The connection of a held httpGet hook, as the gate serves it.
+pub fn open(fd: OwnedFd) -> std::io::Result<TcpStream> {
     let s = std::net::TcpStream::from(fd);
     s.set_nonblocking(true)?;
-    tokio::net::TcpStream::from_std(s)
+    TcpStream::from_std(s)
 }
