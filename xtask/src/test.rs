@@ -35,9 +35,38 @@ impl Phases {
             .iter()
             .map(|(w, s)| format!("{w:<28} {s:>6.0} s\n"))
             .collect();
+        let text = text + &longest_turns(8);
         println!("==> cargo xtask test, by phase:\n{text}");
         let _ = std::fs::write(util::target_dir().join("test-phases.txt"), text);
     }
+}
+
+/// Where the node's tests write each one's time on the node.
+fn turns_file() -> std::path::PathBuf {
+    util::target_dir().join("cluster-turns.tsv")
+}
+
+/// The node's `n` longest tests, from their turns: the lines under the
+/// phases, since the node's tests are most of the suite's time.
+fn longest_turns(n: usize) -> String {
+    let text = std::fs::read_to_string(turns_file()).unwrap_or_default();
+    let mut turns: Vec<(f64, &str)> = text
+        .lines()
+        .filter_map(|l| {
+            let (s, name) = l.split_once('\t')?;
+            Some((s.parse().ok()?, name))
+        })
+        .collect();
+    if turns.is_empty() {
+        return String::new();
+    }
+    let total: f64 = turns.iter().map(|t| t.0).sum();
+    turns.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let mut out = format!("  the node's {} tests: {total:.0} s; the longest:\n", turns.len());
+    for (s, name) in turns.iter().take(n) {
+        out.push_str(&format!("  {s:>6.0} s  {name}\n"));
+    }
+    out
 }
 
 pub fn run(no_cluster: bool, args: &[String]) -> anyhow::Result<i32> {
@@ -122,7 +151,9 @@ fn run_phases(
     ])
     .args(args)
     .env("GRACEFUL_BIN", &bin)
-    .env("GRACEFUL_PROMTOOL", xtask::setup::promtool_bin()?);
+    .env("GRACEFUL_PROMTOOL", xtask::setup::promtool_bin()?)
+    .env("GRACEFUL_TURNS", turns_file());
+    let _ = std::fs::remove_file(turns_file());
     // The node's kubeconfig and programs (its kubectl first on PATH).
     for line in util::output(&mut lab::command("cluster", &["env"]))?.lines() {
         if let Some((k, v)) = line.split_once('=') {

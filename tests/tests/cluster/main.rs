@@ -33,10 +33,50 @@ use graceful_tests::cluster::{Cluster, TEST_APP_IMAGE};
 
 pub static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// A test's hold on the node: the others wait until it is dropped, and its
+/// time on the node is printed then, so that CI's log has the suite's
+/// split test by test; also appended to `$GRACEFUL_TURNS` when set, from
+/// which `cargo xtask test` prints the longest.
+pub struct Turn {
+    _serial: std::sync::MutexGuard<'static, ()>,
+    started: std::time::Instant,
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        use std::io::Write as _;
+        let name = std::thread::current().name().unwrap_or("?").to_string();
+        let outcome = if std::thread::panicking() {
+            "failed"
+        } else {
+            "passed"
+        };
+        // Straight to the process's stderr: the test harness captures
+        // eprintln!, and this line is for the log whatever the outcome.
+        let took = self.started.elapsed().as_secs_f64();
+        let _ = writeln!(
+            std::io::stderr(),
+            "==> on the node: {name} {outcome} in {took:.1} s"
+        );
+        if let Some(path) = std::env::var_os("GRACEFUL_TURNS") {
+            if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+                let _ = writeln!(f, "{took:.1}\t{name}");
+            }
+        }
+    }
+}
+
 /// The node, with the test serialized against the others.
-pub fn node() -> (Cluster, std::sync::MutexGuard<'static, ()>) {
-    let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    (Cluster::get(), guard)
+pub fn node() -> (Cluster, Turn) {
+    let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let started = std::time::Instant::now();
+    (
+        Cluster::get(),
+        Turn {
+            _serial: serial,
+            started,
+        },
+    )
 }
 
 /// A pod of the test app (an HTTP server on 8080 that logs when SIGTERM
