@@ -28,6 +28,13 @@ pub struct Module {
     stripped: String,
 }
 
+impl Module {
+    /// Its source with comments and literals blanked.
+    pub fn stripped(&self) -> &str {
+        &self.stripped
+    }
+}
+
 /// An edge, with where it comes from.
 #[derive(Debug, Clone)]
 pub struct Edge {

@@ -13,10 +13,13 @@
 //! - `docs/architecture.md` shows the agent's rooms, in layers, as the
 //!   code has them (`--write` writes them there).
 //!
+//! - no function of the product's crates over `--max-fn-lines` lines of
+//!   code (100) unless it says why, as [`functions`] explains.
+//!
 //! One line per finding, with the file and line that cause it; exit status
-//! 1 if there is any. A function's length is clippy's to bound
-//! (`too_many_lines`, in the workspace's lints for the product's crates).
+//! 1 if there is any.
 
+mod functions;
 mod graph;
 mod house;
 mod scan;
@@ -33,6 +36,10 @@ pub struct Args {
     /// The most lines a source file may have.
     #[arg(long, default_value_t = 600)]
     max_lines: usize,
+    /// The most lines of code a function of the product's crates may have
+    /// without `#[expect(clippy::too_many_lines, reason = ...)]`.
+    #[arg(long, default_value_t = 100)]
+    max_fn_lines: usize,
     /// Also print every crate's rooms and the imports between them.
     #[arg(long)]
     verbose: bool,
@@ -43,13 +50,13 @@ pub struct Args {
 
 /// Every target's root file, from `cargo metadata`: the workspace's
 /// members and the lab's (a workspace of its own).
-fn roots() -> anyhow::Result<Vec<(String, PathBuf)>> {
+fn roots() -> anyhow::Result<Vec<(String, PathBuf, bool)>> {
     let mut roots = roots_of(&util::workspace_root().join("Cargo.toml"))?;
     roots.extend(roots_of(&xtask::lab::manifest())?);
     Ok(roots)
 }
 
-fn roots_of(manifest: &std::path::Path) -> anyhow::Result<Vec<(String, PathBuf)>> {
+fn roots_of(manifest: &std::path::Path) -> anyhow::Result<Vec<(String, PathBuf, bool)>> {
     let out = util::output(
         util::cargo()
             .args([
@@ -65,6 +72,11 @@ fn roots_of(manifest: &std::path::Path) -> anyhow::Result<Vec<(String, PathBuf)>
     let meta: serde_json::Value = serde_json::from_str(&out).context("cargo metadata's JSON")?;
     let mut roots = Vec::new();
     for pkg in meta["packages"].as_array().into_iter().flatten() {
+        // The product's crates: those that take the workspace's lints.
+        let product = pkg["manifest_path"]
+            .as_str()
+            .and_then(|m| std::fs::read_to_string(m).ok())
+            .is_some_and(|t| t.contains("[lints]\nworkspace = true"));
         for t in pkg["targets"].as_array().into_iter().flatten() {
             let kinds: Vec<&str> = t["kind"]
                 .as_array()
@@ -82,7 +94,7 @@ fn roots_of(manifest: &std::path::Path) -> anyhow::Result<Vec<(String, PathBuf)>
                 t["name"].as_str().unwrap_or("?")
             );
             if let Some(p) = t["src_path"].as_str() {
-                roots.push((name, PathBuf::from(p)));
+                roots.push((name, PathBuf::from(p), product));
             }
         }
     }
@@ -123,7 +135,8 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let mut findings = Vec::new();
     let mut seen_files = BTreeSet::new();
     let mut largest: Vec<(usize, String)> = Vec::new();
-    for (name, file) in roots()? {
+    let mut longest_fns: Vec<(usize, String)> = Vec::new();
+    for (name, file, product) in roots()? {
         let g = Graph::of(&file);
         if name.starts_with("graceful-daemon (lib") {
             findings.extend(architecture(&g, args.write)?);
@@ -136,6 +149,27 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             .collect();
         for m in &files {
             largest.push((m.lines, rel(&m.file)));
+            if product && !m.test {
+                let text = std::fs::read_to_string(&m.file).unwrap_or_default();
+                for f in functions::lengths(&text, m.stripped()) {
+                    let at = format!("{}:{}", rel(&m.file), f.line);
+                    if f.lines > args.max_fn_lines && !f.excused {
+                        findings.push(format!(
+                            "{at}: fn {} has {} lines of code, over {}: split it, or say why with #[expect(clippy::too_many_lines, reason = ...)]",
+                            f.name, f.lines, args.max_fn_lines
+                        ));
+                    } else if f.lines <= args.max_fn_lines && f.excused {
+                        findings.push(format!(
+                            "{at}: fn {} has {} lines of code and excuses its length: drop the #[expect]",
+                            f.name, f.lines
+                        ));
+                    }
+                    longest_fns.push((
+                        f.lines,
+                        format!("{at} {}{}", f.name, if f.excused { " (says why)" } else { "" }),
+                    ));
+                }
+            }
             if m.lines > args.max_lines {
                 findings.push(format!(
                     "{}: {} lines, over {}",
@@ -201,10 +235,15 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     for (n, f) in largest.iter().take(5) {
         println!("    {n:>5}  {f}");
     }
+    longest_fns.sort_by(|a, b| b.cmp(a));
+    println!("longest functions of the product (lines of code):");
+    for (n, f) in longest_fns.iter().take(5) {
+        println!("    {n:>5}  {f}");
+    }
     if findings.is_empty() {
         println!(
-            "layout: no import circle, no file over {} lines, no test inside a product file, docs/architecture.md's rooms are the code's",
-            args.max_lines
+            "layout: no import circle, rooms in their declared order, no file over {} lines, no function over {} lines of code without its reason, no test inside a product file, docs/architecture.md's rooms are the code's",
+            args.max_lines, args.max_fn_lines
         );
         Ok(0)
     } else {
