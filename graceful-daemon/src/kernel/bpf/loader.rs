@@ -38,6 +38,7 @@ use super::{
     object::{fingerprint, OBJECT},
     offsets::Offsets,
     paths::{PinDir, BPFFS},
+    programs,
 };
 
 /// How the connections made from now on are counted.
@@ -57,23 +58,7 @@ pub enum Counting {
     Tracepoint,
 }
 
-/// The design an agent counts with, once attached.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Design {
-    SockOps,
-    Tracepoint,
-}
-
-impl Design {
-    /// As `--counting` names it.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Design::SockOps => "sock-ops",
-            Design::Tracepoint => "tracepoint",
-        }
-    }
-}
+pub use super::programs::Design;
 
 /// Options for [`attach`].
 #[derive(Clone, Debug, Default)]
@@ -133,8 +118,6 @@ pub fn prepare_pin_dir(pins: &PinDir) -> Result<(), LoadError> {
     }
 }
 
-/// Loads the programs, re-adopting or creating pins, and makes sure the
-/// programs that count are attached.
 /// Whether this very object's sock_ops program is attached through `pins`
 /// (a running agent of the same build): attaching then only reuses what is
 /// pinned, and a successor may do it before the node is handed over.
@@ -142,16 +125,82 @@ pub fn same_build_attached(pins: &PinDir) -> bool {
     pins.link(names::PROG_SOCK_OPS, &fingerprint()).exists()
 }
 
-#[expect(
-    clippy::too_many_lines,
-    reason = "each program loaded and attached in order, with the fallbacks between them: a table of programs is the way to split it"
-)]
+/// Loads the programs, re-adopting or creating pins, and makes sure the
+/// programs that count are attached, in order: the pins checked, the
+/// design chosen, the object loaded (and the sock_ops program attached
+/// first, under its design), then the table of [`programs`], then the
+/// other versions' and designs' programs let go.
 pub fn attach(pins: &PinDir, opts: &AttachOptions) -> Result<Attached, LoadError> {
     if OBJECT.is_empty() {
         return Err(LoadError::NoObject);
     }
     prepare_pin_dir(pins)?;
-    let state = match layout::check(pins) {
+    let reused_maps = pin_state(pins, opts)? == PinState::Compatible;
+    let offsets = Offsets::from_kernel()?;
+    let fp = fingerprint();
+
+    let ops_link = pins.link(names::PROG_SOCK_OPS, &fp);
+    let ops_attached = ops_link.exists();
+    let design = choose(pins, opts, &offsets)?;
+    let (mut ebpf, design) = load_counting(pins, opts, &offsets, design, reused_maps, &ops_link)?;
+
+    let table = programs::attach_all(&mut ebpf, pins, &fp, design, &offsets)?;
+    // The programs that count new connections were attached already.
+    let reused_link = match design {
+        Design::SockOps => ops_attached,
+        Design::Tracepoint => table
+            .iter()
+            .filter(|p| p.program.without.is_none())
+            .all(|p| p.existed),
+    };
+
+    if design == Design::SockOps {
+        let others = super::query::foreign_sock_ops(&opts.cgroup_root);
+        if !others.is_empty() {
+            warn!(
+                programs = %others.join(", "),
+                "other sock_ops programs run for every socket: one that sets a socket's callback flags without keeping graceful's (STATE_CB, RTO_CB) would make it miss changes"
+            );
+        }
+    }
+    // Only now, with our programs running, let any others go: an older
+    // version's, and the other design's.
+    let mut ours: Vec<&Path> = table.iter().map(|p| p.link.as_path()).collect();
+    if design == Design::SockOps {
+        ours.push(&ops_link);
+    }
+    let replaced_links = detach_others(pins, &ours)?;
+
+    let links = ours
+        .iter()
+        .filter(|p| p.exists())
+        .map(|p| p.to_path_buf())
+        .collect();
+
+    let state_links = match design {
+        Design::SockOps => table
+            .iter()
+            .filter(|p| p.program.for_storage)
+            .map(|p| p.link.clone())
+            .collect(),
+        Design::Tracepoint => Vec::new(),
+    };
+    Ok(Attached {
+        ebpf,
+        pins: pins.clone(),
+        design,
+        reused_maps,
+        reused_link,
+        replaced_links,
+        links,
+        state_links,
+    })
+}
+
+/// The pins as found: compatible, or empty (none, or replaced: an
+/// unfinished start's, or incompatible ones when told to replace them).
+fn pin_state(pins: &PinDir, opts: &AttachOptions) -> Result<PinState, LoadError> {
+    Ok(match layout::check(pins) {
         Ok(s) => s,
         // Maps are pinned before the record is written and programs are
         // attached after it: an earlier agent died in between, and its
@@ -169,16 +218,14 @@ pub fn attach(pins: &PinDir, opts: &AttachOptions) -> Result<Attached, LoadError
             PinState::Empty
         }
         Err(e) => return Err(e.into()),
-    };
-    let reused_maps = state == PinState::Compatible;
-    let offsets = Offsets::from_kernel()?;
-    let fp = fingerprint();
+    })
+}
 
-    let ops_link = pins.link(names::PROG_SOCK_OPS, &fp);
-    let link_path = pins.link(names::PROG_STATE, &fp);
-    let ops_attached = ops_link.exists();
+/// The design that counts new connections, from `--counting`, what the
+/// kernel has, and what is pinned already.
+fn choose(pins: &PinDir, opts: &AttachOptions, offsets: &Offsets) -> Result<Design, LoadError> {
     let counting_with_ops = other_links(pins, names::PROG_SOCK_OPS).next().is_some();
-    let design = match (opts.counting, offsets.sock_ops_missing()) {
+    Ok(match (opts.counting, offsets.sock_ops_missing()) {
         (Counting::Tracepoint, _) if counting_with_ops => {
             return Err(pin_err(
                 "count with the tracepoint design",
@@ -202,11 +249,25 @@ pub fn attach(pins: &PinDir, opts: &AttachOptions) -> Result<Attached, LoadError
             Design::Tracepoint
         }
         (_, None) => Design::SockOps,
-    };
-    let (mut ebpf, design) = match design {
-        Design::Tracepoint => (load(pins, &offsets, true, reused_maps)?, Design::Tracepoint),
+    })
+}
+
+/// The object loaded for `design`; under the sock_ops design, its program
+/// attached first at the cgroup v2 root (at `ops_link`), or, under
+/// `--counting auto` where it cannot be, the tracepoint design instead.
+fn load_counting(
+    pins: &PinDir,
+    opts: &AttachOptions,
+    offsets: &Offsets,
+    design: Design,
+    reused_maps: bool,
+    ops_link: &Path,
+) -> Result<(Ebpf, Design), LoadError> {
+    let state_link = pins.link(names::PROG_STATE, &fingerprint());
+    Ok(match design {
+        Design::Tracepoint => (load(pins, offsets, true, reused_maps)?, Design::Tracepoint),
         Design::SockOps => {
-            let mut ebpf = load(pins, &offsets, false, reused_maps)?;
+            let mut ebpf = load(pins, offsets, false, reused_maps)?;
             if !reused_maps {
                 // New maps: sockets an earlier install flagged may live,
                 // counted in maps that are gone. Set before the sock_ops
@@ -214,11 +275,11 @@ pub fn attach(pins: &PinDir, opts: &AttachOptions) -> Result<Attached, LoadError
                 // that these maps never counted (see `control::RECOUNT`).
                 Control::open(pins)?.set(control::RECOUNT, true)?;
             }
-            if !link_path.exists() {
+            if !state_link.exists() {
                 // The state programs are about to count the sockets with
                 // storage (adopted ones, an older design's): the sock_ops
                 // program must take such sockets over, not count them
-                // beside them (see `retire.rs`).
+                // beside them (see `state_programs`).
                 Control::open(pins)?.set(control::STORAGE, true)?;
             }
             // First, so that nothing new goes uncounted while the earlier
@@ -226,7 +287,7 @@ pub fn attach(pins: &PinDir, opts: &AttachOptions) -> Result<Attached, LoadError
             // their sockets to them).
             match ops_link.exists() {
                 true => (ebpf, Design::SockOps),
-                false => match links::attach_sock_ops(&mut ebpf, &opts.cgroup_root, Some(&ops_link)) {
+                false => match links::attach_sock_ops(&mut ebpf, &opts.cgroup_root, Some(ops_link)) {
                     Ok(()) => {
                         info!(link = %ops_link.display(), root = %opts.cgroup_root.display(), "sock_ops attached");
                         (ebpf, Design::SockOps)
@@ -234,65 +295,18 @@ pub fn attach(pins: &PinDir, opts: &AttachOptions) -> Result<Attached, LoadError
                     Err(e) if opts.counting == Counting::Auto => {
                         warn!(error = %e, "counting with the tracepoint design: the sock_ops program cannot be attached at the cgroup v2 root");
                         drop(ebpf);
-                        (load(pins, &offsets, true, true)?, Design::Tracepoint)
+                        (load(pins, offsets, true, true)?, Design::Tracepoint)
                     }
                     Err(e) => return Err(e),
                 },
             }
         }
-    };
+    })
+}
 
-    let twin_path = pins.link(names::PROG_STATE_TWIN, &fp);
-    let mut wanted = vec![(links::STATE, link_path.clone())];
-    if design == Design::Tracepoint {
-        wanted.push((links::STATE_TWIN, twin_path.clone()));
-    }
-    // The programs that count new connections were attached already.
-    let reused_link = match design {
-        Design::SockOps => ops_attached,
-        Design::Tracepoint => wanted.iter().all(|(_, p)| p.exists()),
-    };
-    for (which, path) in &wanted {
-        if !path.exists() {
-            links::attach_and_pin(&mut ebpf, *which, path)?;
-            info!(link = %path.display(), "{} attached", which.0);
-        }
-    }
-    // A backstop, not a requirement: without it a count the state program
-    // missed twice stays until the agent restarts and re-adopts.
-    let destroy_link = pins.link(names::PROG_DESTROYED, &fp);
-    if !destroy_link.exists() {
-        if let Err(e) = links::attach_and_pin(&mut ebpf, links::DESTROYED, &destroy_link) {
-            warn!(error = %e, "no backstop at socket destruction: a rarely missed close could leave a count up");
-        }
-    }
-    // Container exits: a faster path than inotify, not a requirement.
-    let exits_link = pins.link(names::PROG_POPULATED, &fp);
-    let exits = match offsets.exits_missing() {
-        Some(e) => Err(e),
-        None if exits_link.exists() => Ok(()),
-        None => links::attach_and_pin(&mut ebpf, links::POPULATED, &exits_link).map_err(|e| e.to_string()),
-    };
-    if let Err(e) = exits {
-        warn!(error = %e, "container exits are seen through inotify only, up to 10 ms later");
-    }
-
-    if design == Design::SockOps {
-        let others = super::query::foreign_sock_ops(&opts.cgroup_root);
-        if !others.is_empty() {
-            warn!(
-                programs = %others.join(", "),
-                "other sock_ops programs run for every socket: one that sets a socket's callback flags without keeping graceful's (STATE_CB, RTO_CB) would make it miss changes"
-            );
-        }
-    }
-    // Only now, with our programs running, let any others go: an older
-    // version's, and the other design's.
-    let mut ours: Vec<&Path> = wanted.iter().map(|(_, p)| p.as_path()).collect();
-    ours.extend([destroy_link.as_path(), exits_link.as_path()]);
-    if design == Design::SockOps {
-        ours.push(&ops_link);
-    }
+/// Detaches the link pins of `links::ALWAYS_ON`'s programs that are not
+/// `ours`: another version's, or the other design's.
+fn detach_others(pins: &PinDir, ours: &[&Path]) -> Result<Vec<PathBuf>, LoadError> {
     let mut replaced_links = Vec::new();
     for path in links::ALWAYS_ON.iter().flat_map(|p| other_links(pins, p)) {
         if !ours.contains(&path.as_path()) {
@@ -302,26 +316,7 @@ pub fn attach(pins: &PinDir, opts: &AttachOptions) -> Result<Attached, LoadError
         }
     }
 
-    let links = ours
-        .iter()
-        .filter(|p| p.exists())
-        .map(|p| p.to_path_buf())
-        .collect();
-
-    let state_links = match design {
-        Design::SockOps => vec![link_path, destroy_link],
-        Design::Tracepoint => Vec::new(),
-    };
-    Ok(Attached {
-        ebpf,
-        pins: pins.clone(),
-        design,
-        reused_maps,
-        reused_link,
-        replaced_links,
-        links,
-        state_links,
-    })
+    Ok(replaced_links)
 }
 
 /// The link pins of `program` in `pins`, of any version.

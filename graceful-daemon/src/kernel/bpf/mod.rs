@@ -14,6 +14,7 @@ pub mod offsets;
 pub mod open;
 pub mod paths;
 pub mod pinned;
+pub mod programs;
 pub mod query;
 pub mod ring;
 pub mod state_programs;
