@@ -4,41 +4,49 @@
 //! the gate, the local API, the repair and collection rounds) until
 //! SIGTERM, when it stops them all within a bound.
 //!
-//! - [`serve`]: the wiring, and the run until a signal;
+//! - [`start`]: the start before the runtime, in named phases: check,
+//!   inherit, claim, attach, adopt;
+//! - [`services`]: the services, started in named phases (sources,
+//!   drains, transports, the local API, the handover's giver), then the
+//!   rounds until a signal;
+//! - [`resume`]: what the previous agent held, served again;
+//! - [`local_api`]: the local API's listeners and budgets;
+//! - [`stop`]: the stop, within a bound;
+//! - [`phases`]: each phase's time, logged;
 //! - [`tasks`]: the named tasks it owns;
 //! - [`claim`]: the locks that make it the node's only agent;
 //! - [`gate_dir`]: the host directory pods' hooks use;
-//! - [`budget`]: its memory budget, which grows with the node's sockets.
+//! - [`memory_check`]: its memory budget, which grows with the node's
+//!   sockets.
 
 use std::{
     path::{Path, PathBuf},
-    sync::Arc,
     time::Duration,
 };
 
-use tracing::{error, info, warn};
+use tracing::{info, warn};
 
 use crate::{
-    continuity::handover::{self, take},
-    kernel::adopt::{self, pass::adopt_all},
+    continuity::handover,
     kernel::bpf::{
-        loader::{self, AttachOptions, Counting},
+        loader::{AttachOptions, Counting},
         paths::PinDir,
-        pinned::Pinned,
-        state_programs::StatePrograms,
     },
-    kernel::cgroupfs::Hierarchy,
-    kernel::version,
     node::kube::KubeArgs,
 };
-use takeover::claim_or_take;
+use phases::Phases;
 
+pub mod phases;
+pub mod start;
 mod takeover;
 
 pub mod claim;
 pub mod gate_dir;
+pub mod local_api;
 pub mod memory_check;
+pub mod resume;
 pub mod services;
+pub mod stop;
 pub mod tasks;
 
 /// How long the agent waits, once told to stop, for its tasks and then for
@@ -86,126 +94,27 @@ impl Settings {
     }
 }
 
-/// Runs the agent until SIGTERM or SIGINT.
-#[expect(
-    clippy::too_many_lines,
-    reason = "the agent's start, step by step before the runtime exists: named phases are the way to split it"
-)]
+/// Runs the agent until SIGTERM or SIGINT: its start in named phases
+/// ([`start`], then [`services`]), then the run, then the stop.
 pub fn run(pins: &PinDir, api_socket: &Path, settings: Settings) -> anyhow::Result<i32> {
-    let release = version::check_floor().map_err(anyhow::Error::msg)?;
-    // Before any thread: every thread made after reads cgroup paths from the
-    // top of the hierarchy, where the pod roots are.
-    if let Err(e) = crate::kernel::cgroupfs::enter_nodes_namespace() {
-        warn!(error = %e, "cannot enter the node's cgroup namespace (pid 1's; the agent needs hostPID): callers of the gate seen as /../.. paths are not taken for pods, and their hooks fail open");
-    }
-    let hier = Hierarchy::discover()?;
-    // Before anything is attached or bound: a second agent changes nothing.
-    loader::prepare_pin_dir(pins)?;
-    // This pod handed the node over, and its container was restarted.
-    let pins_held = matches!(claim::pins_held(pins), Ok(Some(_)));
-    if settings.handover && handover::retire::handed_over(api_socket, pins_held) {
+    let mut phases = Phases::new();
+    let Some(checked) = start::check(pins, api_socket, &settings)? else {
         return handover::retire::run(api_socket, settings.probe_addr(), false);
-    }
-    let gate_socket = settings.gate_dir.as_ref().map(|d| d.join(gate_dir::SOCKET));
-    // Under a keeper (see `keeper`): what it kept of an agent that crashed.
-    let keeper = crate::continuity::keeper::link::Link::from_env()?.map(Arc::new);
-    // What could not be taken from the agent before: logged here, and
-    // said on this agent's own pod once the API is reached.
-    let mut unread = Vec::new();
-    let kept = keeper.as_ref().and_then(|k| match k.take() {
-        Ok(kept) => kept,
-        Err(e) => {
-            let why =
-                format!("keeper: cannot take what it kept: {e}; starting with nothing (its hooks are cut)");
-            error!("{why}");
-            unread.push(why);
-            None
-        }
-    });
-    if let Some(k) = &kept {
-        info!(
-            keeper = k.giver,
-            listeners = k.listeners(),
-            hooks = k.hooks(),
-            "keeper: the previous agent died; taking the listeners and held hooks it kept"
-        );
-    }
-    // The kept gate listener answers connections itself (they queue in
-    // it): no need to ask who serves the gate's socket.
-    let claim_gate = gate_socket
-        .as_deref()
-        .filter(|_| kept.as_ref().is_none_or(|k| k.gate.is_none()));
+    };
+    phases.done("check");
+    let mut kept = start::inherit()?;
+    phases.done("inherit");
     let opts = AttachOptions {
         replace_incompatible: settings.replace_incompatible_pins,
         counting: settings.counting,
-        cgroup_root: hier.mount().to_path_buf(),
+        cgroup_root: checked.hier.mount().to_path_buf(),
     };
-    // A successor of this very build loads (and, reusing every pinned
-    // link, attaches) before it asks for the node: the gates pause less.
-    let taken = claim_or_take(pins, api_socket, claim_gate, &settings, || {
-        Ok(loader::attach(pins, &opts)?)
-    })?;
-    let claim = taken.claim;
-    unread.extend(taken.failed);
-    let inherited = take::merge(kept, taken.inherited);
-    let mut attached = match taken.prepared {
-        Some(mut a) => {
-            // Attached beside the old agent, which may have detached the
-            // state programs meanwhile (a pass found no socket for them):
-            // what it let go is not this agent's to hold.
-            let gone: Vec<PathBuf> = a
-                .links
-                .iter()
-                .filter(|l| !l.exists() && a.state_links.contains(l))
-                .cloned()
-                .collect();
-            a.links.retain(|l| !gone.contains(l));
-            if !gone.is_empty() {
-                info!(
-                    links = gone.len(),
-                    "the previous agent detached the state programs during the handover"
-                );
-            }
-            a
-        }
-        None => loader::attach(pins, &opts)?,
-    };
-    info!(
-        kernel = %release,
-        cgroup2 = %hier.mount().display(),
-        pod_cgroup_roots = %hier.pod_roots(),
-        pins = %pins.root().display(),
-        counting = ?attached.design,
-        reused_maps = attached.reused_maps,
-        reused_link = attached.reused_link,
-        "programs attached"
-    );
-    let pinned = Arc::new(Pinned::hold(pins, &attached.links)?);
-    // Taking over from a live agent whose maps and links this one reuses,
-    // the programs counted throughout: nothing is left to adopt, only to
-    // check, and the held hooks wait while this runs. The check runs as a
-    // repair pass right after the start instead.
-    let deferred = inherited.is_some() && attached.reused_maps && attached.reused_link;
-    let adoption = if deferred {
-        info!(
-            "handover: the programs counted throughout; the adoption pass runs as a repair pass once serving"
-        );
-        adopt::pass::Report::default()
-    } else {
-        let a = adopt_all(&mut attached.ebpf)?;
-        info!(offered = a.offered, namespaces = a.namespaces, "adoption done");
-        a
-    };
-    let state_programs = StatePrograms::new(pins, attached.state_links.clone(), pinned.clone());
-    if !deferred {
-        state_programs.after_pass(adoption.storage, adoption.namespaces_failed == 0);
-    }
-    if state_programs.attached() && adoption.storage > 0 {
-        info!(
-            sockets = adoption.storage,
-            "sockets older than the sock_ops program carry storage (adopted on a kernel before 6.12, or tracked by an agent of the tracepoint design): the state programs count them until they end, and are detached once none is left"
-        );
-    }
+    let claimed = start::claim(pins, api_socket, &settings, &opts, &mut kept)?;
+    phases.done("claim");
+    let (mut attached, pinned) = start::attach(pins, &opts, claimed.prepared, &checked)?;
+    phases.done("attach");
+    let adopted = start::adopt(pins, &mut attached, &pinned, kept.inherited.is_some())?;
+    phases.done("adopt");
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -214,21 +123,22 @@ pub fn run(pins: &PinDir, api_socket: &Path, settings: Settings) -> anyhow::Resu
     let served = rt.block_on(services::serve(
         services::Held {
             pins: pins.clone(),
-            claim,
+            claim: claimed.claim,
             pinned,
-            state_programs,
-            repair_now: deferred,
-            keeper,
-            unread,
+            state_programs: adopted.state_programs,
+            repair_now: adopted.repair_now,
+            keeper: kept.keeper,
+            unread: kept.unread,
             counting: attached.design.as_str(),
-            kernel_release: release.to_string(),
+            kernel_release: checked.release,
+            phases,
         },
-        hier,
+        checked.hier,
         attached.ebpf,
-        adoption,
+        adopted.report,
         api_socket,
         settings,
-        inherited,
+        kept.inherited,
     ));
     // Blocking work still running (a repair pass over a large node) is not
     // waited for past the bound: its results would have nowhere to go.

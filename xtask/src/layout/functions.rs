@@ -1,6 +1,7 @@
 //! Every function's length in the product's crates (those that take the
 //! workspace's lints), counted as clippy's `too_many_lines` counts it:
-//! the lines of its body that hold code, neither blank nor comment.
+//! the lines of its body, braces included, that hold code, neither blank
+//! nor comment.
 //!
 //! The bound is clippy's default, 100: the length at which a function of
 //! this codebase stops fitting on one screen with its doc, and past which
@@ -73,7 +74,7 @@ pub fn lengths(original: &str, stripped: &str) -> Vec<Length> {
             }
         }
         let (first, last) = (line_of(open), line_of(close));
-        let code = (first + 1..last)
+        let code = (first..=last)
             .filter(|&l| stripped_lines.get(l).is_some_and(|s| !s.trim().is_empty()))
             .count();
         let fn_line = line_of(at);

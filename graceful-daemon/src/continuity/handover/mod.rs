@@ -25,7 +25,7 @@
 //! 4. the new agent takes the node's claim, attaches, and serves: the
 //!    handed-over listeners, and each held hook from its original start,
 //!    answered once (the gate's [`crate::serve::gate::exec_resume`], the httpGet
-//!    gate's [`crate::serve::httpgate::exec_resume`]).
+//!    gate's [`crate::serve::httpgate::http_resume`]).
 //!
 //! The pinned programs count throughout; the counts need no handing over.
 //! A hook is answered by exactly one agent: by the old one before the
