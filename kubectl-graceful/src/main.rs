@@ -21,6 +21,11 @@ mod show;
 use clap::Parser as _;
 
 fn main() {
+    // On macOS, rustls's crypto is Graviola, installed before kube-rs builds
+    // its TLS config (see Cargo.toml); elsewhere ring, rustls's default.
+    // Err only if a provider is installed already, which none is yet.
+    #[cfg(target_os = "macos")]
+    let _ = rustls_graviola::default_provider().install_default();
     let cli = match args::Cli::try_parse() {
         Ok(c) => c,
         Err(e) if !e.use_stderr() => e.exit(), // --help, --version
