@@ -105,6 +105,20 @@ impl Agent {
         a
     }
 
+    /// [`Agent::new`], started.
+    pub fn started() -> Agent {
+        let mut a = Agent::new();
+        a.start();
+        a
+    }
+
+    /// [`Agent::with_gate`], started.
+    pub fn started_with_gate() -> Agent {
+        let mut a = Agent::with_gate();
+        a.start();
+        a
+    }
+
     /// A second agent for the same node: the same pins, gate directory,
     /// API socket and arguments, its own log; not started. Started while
     /// this one runs, it takes the node over (see `graceful::continuity::handover`).

@@ -10,11 +10,27 @@ use std::{
 
 use serde_json::Value;
 
-use crate::{agent::Agent, cgroup::Cgroup, netns::NetNs, peer::place};
+use crate::{
+    agent::Agent,
+    cgroup::Cgroup,
+    netns::NetNs,
+    peer::{held_connections, place, Peer},
+    pod::SimPod,
+};
 
 /// Starts `graceful-wait` (the copy the agent placed in its gate dir) in `cg`.
 pub fn hook(agent: &Agent, cg: &Cgroup, args: &[&str]) -> Child {
     hook_at(agent, cg, None, &agent.gate_sock().display().to_string(), args)
+}
+
+/// A pod of one container whose app holds `n` connections from a load
+/// balancer's cgroup (`lb`), all accepted: what a gate test's drain waits
+/// on. The pod, `lb`, the app and the clients.
+pub fn pod_holding(n: usize) -> (SimPod, Cgroup, Peer, Peer) {
+    let pod = SimPod::create(1);
+    let lb = Cgroup::unique("lb");
+    let (app, clients) = held_connections(pod.container(0), &lb, n);
+    (pod, lb, app, clients)
 }
 
 /// The socket gate's address, as a pod's hook names it.

@@ -14,8 +14,7 @@ use crate::{agent::Agent, monotonic_ns};
 /// read position: a running agent would take the very events a bench
 /// waits for), a runtime, and the bench's own handle on the kernel side.
 pub fn without_agent() -> (Agent, tokio::runtime::Runtime, Kernel) {
-    let mut agent = Agent::new();
-    agent.start();
+    let mut agent = Agent::started();
     agent.stop();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let kernel = rt.block_on(async { Kernel::open(&PinDir::new(&agent.pin_dir)).unwrap() });

@@ -10,10 +10,7 @@ use graceful::kernel::bpf::paths::PinDir;
 use super::stats::summary;
 use crate::{
     agent::Agent,
-    cgroup::Cgroup,
-    gate::{finish, hook, wait_draining},
-    peer::held_connections,
-    pod::SimPod,
+    gate::{finish, hook, pod_holding, wait_draining},
 };
 
 /// `drains` drains, one after the other, on one pod.
@@ -21,11 +18,8 @@ pub fn run(drains: usize) {
     // Long enough for the request to land inside the drain, however slowly
     // the check that the drain has started comes back.
     const WINDOW_MS: u64 = 250;
-    let mut agent = Agent::with_gate();
-    agent.start();
-    let pod = SimPod::create(1);
-    let lb = Cgroup::unique("lb");
-    let (_app, mut pool) = held_connections(pod.container(0), &lb, 8);
+    let agent = Agent::started_with_gate();
+    let (pod, _lb, _app, mut pool) = pod_holding(8);
     let app_id = pod.container(0).id();
     // The payload timestamp is not in `graceful cgroups -o json`: read the map.
     let counters = graceful::kernel::bpf::maps::Counters::open(&PinDir::new(&agent.pin_dir)).unwrap();

@@ -254,11 +254,7 @@ pub fn run(cfg: &Config) -> anyhow::Result<Vec<Run>> {
     if let Some(m) = cfg.modes.iter().find(|m| !Mode::ALL.contains(m)) {
         bail!("the {m} mode needs a kubelet: run it on the test node (--cluster)");
     }
-    let agent = cfg.modes.contains(&Mode::Graceful).then(|| {
-        let mut a = Agent::with_gate();
-        a.start();
-        a
-    });
+    let agent = cfg.modes.contains(&Mode::Graceful).then(Agent::started_with_gate);
     let mut runs = Vec::new();
     for &mode in &cfg.modes {
         eprintln!(

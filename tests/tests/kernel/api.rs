@@ -11,11 +11,8 @@ use std::{
 
 use graceful_tests::{
     agent::{graceful, Agent},
-    cgroup::Cgroup,
-    gate::{finish, hook},
+    gate::{finish, hook, pod_holding},
     oracle,
-    peer::held_connections,
-    pod::SimPod,
 };
 use serde_json::Value;
 
@@ -96,9 +93,7 @@ fn every_endpoint_answers_with_real_counts_and_a_real_drain() {
         .daemon_args
         .extend(["--standalone", "--metrics-addr", "127.0.0.1:0"].map(String::from));
     agent.start();
-    let pod = SimPod::create(1);
-    let lb = Cgroup::unique("lb");
-    let (mut app, _clients) = held_connections(pod.container(0), &lb, 4);
+    let (pod, _lb, mut app, _clients) = pod_holding(4);
     let app_path = pod.container(0).path().to_string();
     assert_eq!(oracle::view(None, &app_path).inbound_live, 4);
 
@@ -323,9 +318,7 @@ fn a_plain_scrape_passes_promtool() {
     let mut agent = Agent::with_gate();
     agent.daemon_args.push("--standalone".into());
     agent.start();
-    let pod = SimPod::create(1);
-    let lb = Cgroup::unique("lb");
-    let (_app, _clients) = held_connections(pod.container(0), &lb, 2);
+    let (pod, _lb, _app, _clients) = pod_holding(2);
     let series = format!(
         "graceful_pod_inbound_connections{{namespace=\"\",pod=\"{}\"}} 2\n",
         pod.uid

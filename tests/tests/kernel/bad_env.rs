@@ -175,8 +175,7 @@ fn agent_log_until_readable(pin_dir: &Path, args: &[&str]) -> String {
 #[test]
 fn changed_map_layout_is_detected_not_misread() {
     require_root!();
-    let mut agent = Agent::new();
-    agent.start();
+    let mut agent = Agent::started();
     agent.stop();
     let meta_path = agent.pin_dir.join("maps/GRACEFUL_META");
     edit_meta(&meta_path, |m| m.layout_version = 999);
@@ -274,8 +273,7 @@ fn a_malformed_api_address_is_one_line() {
 #[test]
 fn an_unfinished_start_is_explained_and_taken_over() {
     require_root!();
-    let mut agent = Agent::new();
-    agent.start();
+    let mut agent = Agent::started();
     agent.stop();
     let meta_path = agent.pin_dir.join("maps/GRACEFUL_META");
     edit_meta(&meta_path, |m| *m = Meta::default());

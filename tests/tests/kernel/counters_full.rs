@@ -11,10 +11,7 @@ use graceful::kernel::bpf::paths::PinDir;
 use graceful_common::{names, CgroupCounters, MAX_CGROUPS};
 use graceful_tests::{
     agent::{graceful, Agent},
-    cgroup::Cgroup,
-    gate::{finish, hook},
-    peer::held_connections,
-    pod::SimPod,
+    gate::{finish, hook, pod_holding},
 };
 
 use crate::{metric, require_root};
@@ -22,8 +19,7 @@ use crate::{metric, require_root};
 #[test]
 fn a_pod_the_full_map_could_not_count_is_held_to_its_deadline_and_says_why() {
     require_root!();
-    let mut agent = Agent::with_gate();
-    agent.start();
+    let agent = Agent::started_with_gate();
     // The map filled to its capacity with cgroups that are not this pod's
     // (ids no cgroup has: above every real one).
     let pins = PinDir::new(&agent.pin_dir);
@@ -50,9 +46,7 @@ fn a_pod_the_full_map_could_not_count_is_held_to_its_deadline_and_says_why() {
     };
 
     // A new pod, its 3 inbound connections uncounted.
-    let pod = SimPod::create(1);
-    let lb = Cgroup::unique("lb");
-    let (_server, _clients) = held_connections(pod.container(0), &lb, 3);
+    let (pod, _lb, _server, _clients) = pod_holding(3);
     let kernel_full = metric(&agent, "graceful_kernel_errors_total{kind=\"counters_full\"}");
     let started = Instant::now();
     let (report, out) = finish(hook(

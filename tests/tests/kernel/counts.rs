@@ -13,8 +13,7 @@ use crate::{require_root, settle};
 #[test]
 fn counts_match_the_kernel_across_cgroups_families_and_namespaces() {
     require_root!();
-    let mut agent = Agent::new();
-    agent.start();
+    let agent = Agent::started();
     let (a, b, c) = (Cgroup::unique("a"), Cgroup::unique("b"), Cgroup::unique("c"));
     let net = VethPair::create();
 

@@ -20,8 +20,7 @@ use crate::require_root;
 #[test]
 fn a_pod_shaped_cgroup_outside_the_kubelets_roots_is_no_pod() {
     require_root!();
-    let mut agent = Agent::with_gate();
-    agent.start();
+    let agent = Agent::started_with_gate();
     let victim = SimPod::create(1);
     let slice_uid = victim.uid.replace('-', "_");
     let crafted = Cgroup::create(&format!(

@@ -35,8 +35,7 @@ fn params(policy: Policy, max: Duration) -> Params {
 #[test]
 fn drained_is_released_settle_after_the_last_close() {
     require_root!();
-    let mut agent = Agent::new();
-    agent.start();
+    let mut agent = Agent::started();
     // The programs stay attached and pinned; this test reads the event
     // ring itself, and a ring has one read position: a running agent
     // would take the very events the test waits for.
@@ -89,8 +88,7 @@ fn drained_is_released_settle_after_the_last_close() {
 #[test]
 fn drained_hits_its_deadline_with_idle_keepalive_connections() {
     require_root!();
-    let mut agent = Agent::new();
-    agent.start();
+    let mut agent = Agent::started();
     // The programs stay attached and pinned; this test reads the event
     // ring itself, and a ring has one read position: a running agent
     // would take the very events the test waits for.

@@ -6,15 +6,13 @@ use std::time::{Duration, Instant};
 
 use graceful_tests::{
     agent::{graceful, Agent},
-    cgroup::Cgroup,
-    gate::{engaged, finish_engaged, hook, wait_draining},
-    peer::{addr, Peer},
-    pod::SimPod,
+    gate::{finish_engaged, pod_holding, wait_draining},
+    peer::Peer,
     EVENT_SLACK_MS,
 };
 use serde_json::Value;
 
-use crate::require_root;
+use crate::{held_hook, require_root, restarted_after_closes};
 
 /// `POST /v1/drain` with `body`, raw, from `asker` (a process in the
 /// pod): the stream's JSON lines, as they came.
@@ -41,16 +39,9 @@ fn drain_raw(agent: &Agent, asker: &mut Peer, body: &str) -> Vec<Value> {
 #[test]
 fn a_start_from_the_epoch_is_held_to_the_requests_arrival() {
     require_root!();
-    let mut agent = Agent::with_gate();
-    agent.start();
-    let pod = SimPod::create(1);
+    let agent = Agent::started_with_gate();
     // A connection held open: only the deadline releases the drain.
-    let lb = Cgroup::unique("lb");
-    let mut app = Peer::spawn(pod.container(0), None);
-    let port = app.listen("127.0.0.1:0", "hold");
-    let mut client = Peer::spawn(&lb, None);
-    client.connect(&addr("127.0.0.1", port), 1);
-    graceful_tests::wait_for(10, "accepts", || (app.accepted() == 1).then_some(()));
+    let (pod, _lb, _app, _client) = pod_holding(1);
     let mut asker = Peer::spawn(pod.container(0), None);
 
     let sent = Instant::now();
@@ -92,28 +83,13 @@ fn a_start_from_the_epoch_is_held_to_the_requests_arrival() {
 #[test]
 fn a_reconnected_drain_reports_its_true_start_and_timeline() {
     require_root!();
-    let mut agent = Agent::with_gate();
-    agent.start();
-    let pod = SimPod::create(1);
-    let lb = Cgroup::unique("lb");
-    let mut app = Peer::spawn(pod.container(0), None);
-    let port = app.listen("127.0.0.1:0", "hold");
-    let mut client = Peer::spawn(&lb, None);
-    client.connect(&addr("127.0.0.1", port), 6);
-    graceful_tests::wait_for(10, "accepts", || (app.accepted() == 6).then_some(()));
+    let mut agent = Agent::started_with_gate();
+    let (pod, _lb, mut app, _client) = pod_holding(6);
 
     let started = Instant::now();
-    let mut child = hook(
-        &agent,
-        pod.container(0),
-        &["--min", "0s", "--settle", "100ms", "--max", "30s"],
-    );
-    let stdout = engaged(&mut child);
+    let (child, stdout) = held_hook(&agent, &pod);
     // Six at the start; the agent dies; three close while none runs.
-    agent.kill9();
-    app.cmd("close-in 3 fin");
-    std::thread::sleep(Duration::from_millis(300));
-    agent.start();
+    restarted_after_closes(&mut agent, &mut app);
     // The hook is back, held by the new agent, which sees three.
     wait_draining(&agent, 1);
     let reconnected_ms = started.elapsed().as_millis() as u64;

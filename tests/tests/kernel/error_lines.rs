@@ -38,8 +38,7 @@ fn error_of(answer: &str) -> String {
 #[test]
 fn malformed_http_and_huge_ids_get_one_short_json_line() {
     require_root!();
-    let mut agent = Agent::with_gate();
-    agent.start();
+    let agent = Agent::started_with_gate();
     for sock in [agent.gate_sock(), agent.api_sock()] {
         for bad in [
             &b"this is not http\r\n\r\n"[..],

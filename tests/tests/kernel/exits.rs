@@ -28,8 +28,7 @@ fn settle(rt: &tokio::runtime::Runtime, rx: &mut Receiver<Event>) -> Vec<Event> 
 #[test]
 fn the_kernel_reports_a_watched_cgroups_exit_and_only_that() {
     require_root!();
-    let mut agent = Agent::new();
-    agent.start();
+    let mut agent = Agent::started();
     let links: Vec<String> = std::fs::read_dir(PinDir::new(&agent.pin_dir).links())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

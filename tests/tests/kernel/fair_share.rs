@@ -189,8 +189,7 @@ fn a_pod_flooding_the_gate_gets_its_share_and_others_drain_as_usual() {
 fn a_peer_flooding_the_local_api_gets_its_share_and_the_probes_still_answer() {
     use std::io::{Read as _, Write as _};
     require_root!();
-    let mut agent = Agent::new();
-    agent.start();
+    let agent = Agent::started();
     let api = agent.api_addr();
     // Idle connections from one peer address, held.
     let mut held = Vec::new();

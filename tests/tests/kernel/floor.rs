@@ -34,8 +34,7 @@ fn the_agent_refuses_a_kernel_below_the_floor_in_one_line_and_starts_above_it() 
         // The other side of the same line: this kernel is accepted, and
         // the agent comes up (`start` fails the test if it exits instead
         // of logging that it is ready).
-        let mut agent = Agent::new();
-        agent.start();
+        let mut agent = Agent::started();
         agent.stop();
         return;
     }

@@ -14,21 +14,20 @@ use graceful_tests::monotonic_ns;
 use graceful_tests::{
     agent::Agent,
     cgroup::Cgroup,
-    gate::{engaged, finish, finish_engaged, hook, wait_draining},
+    gate::{engaged, finish, finish_engaged, hook, pod_holding, wait_draining},
     netns::VethPair,
-    peer::{addr, held_connections, Peer},
+    peer::{addr, Peer},
     pod::SimPod,
     EVENT_SLACK_MS,
 };
 use serde_json::Value;
 
-use crate::require_root;
+use crate::{require_root, restarted_after_closes};
 
 #[test]
 fn released_on_the_last_close_after_endpoint_propagation() {
     require_root!();
-    let mut agent = Agent::with_gate();
-    agent.start();
+    let agent = Agent::started_with_gate();
     let pod = SimPod::create(1);
     let net = VethPair::create();
     let lb = Cgroup::unique("lb");
@@ -77,11 +76,8 @@ fn released_on_the_last_close_after_endpoint_propagation() {
 #[test]
 fn quiet_releases_idle_keepalives_and_drained_hits_the_deadline() {
     require_root!();
-    let mut agent = Agent::with_gate();
-    agent.start();
-    let pod = SimPod::create(1);
-    let lb = Cgroup::unique("lb");
-    let (_app, mut pool) = held_connections(pod.container(0), &lb, 20);
+    let agent = Agent::started_with_gate();
+    let (pod, _lb, _app, mut pool) = pod_holding(20);
 
     let mut child = hook(
         &agent,
@@ -161,15 +157,8 @@ fn the_client_fails_open_without_an_agent() {
 #[test]
 fn a_drain_survives_kill_9_of_the_agent() {
     require_root!();
-    let mut agent = Agent::with_gate();
-    agent.start();
-    let pod = SimPod::create(1);
-    let lb = Cgroup::unique("lb");
-    let mut app = Peer::spawn(pod.container(0), None);
-    let port = app.listen("127.0.0.1:0", "hold");
-    let mut client = Peer::spawn(&lb, None);
-    client.connect(&addr("127.0.0.1", port), 3);
-    graceful_tests::wait_for(10, "accepts", || (app.accepted() == 3).then_some(()));
+    let mut agent = Agent::started_with_gate();
+    let (pod, _lb, mut app, _client) = pod_holding(3);
 
     let started = Instant::now();
     let mut child = hook(
@@ -180,10 +169,7 @@ fn a_drain_survives_kill_9_of_the_agent() {
     // Killed mid-drain: once the drain is engaged, however slowly the hook
     // started (qemu).
     let stdout = engaged(&mut child);
-    agent.kill9();
-    app.cmd("close-in 3 fin");
-    std::thread::sleep(Duration::from_millis(300));
-    agent.start();
+    restarted_after_closes(&mut agent, &mut app);
     let (report, out) = finish_engaged(child, stdout);
     assert_eq!(report["reason"], "drained", "{out}");
     assert!(out.contains("reconnecting"), "{out}");
@@ -203,8 +189,7 @@ fn raw(agent: &Agent, request: &[u8]) -> String {
 #[test]
 fn callers_outside_pods_are_refused_and_bad_requests_get_4xx() {
     require_root!();
-    let mut agent = Agent::with_gate();
-    agent.start();
+    let agent = Agent::started_with_gate();
     // The test process is in no pod: refused, whatever it asks.
     let out = raw(
         &agent,
@@ -219,8 +204,7 @@ fn callers_outside_pods_are_refused_and_bad_requests_get_4xx() {
 #[test]
 fn a_pod_sees_only_itself_and_bad_requests_get_clear_4xx_while_drains_go_on() {
     require_root!();
-    let mut agent = Agent::with_gate();
-    agent.start();
+    let agent = Agent::started_with_gate();
     let (pod_a, pod_b) = (SimPod::create(1), SimPod::create(1));
     let mut app_b = Peer::spawn(pod_b.container(0), None);
     let port = app_b.listen("127.0.0.1:0", "hold");

@@ -18,8 +18,7 @@ use crate::require_root;
 #[test]
 fn a_sidecar_with_scope_pod_is_held_until_the_app_has_drained() {
     require_root!();
-    let mut agent = Agent::with_gate();
-    agent.start();
+    let agent = Agent::started_with_gate();
     let pod = SimPod::create(2); // 0: the app, 1: a policy-engine sidecar
     let lb = Cgroup::unique("lb");
     let (mut app, _clients) = held_connections(pod.container(0), &lb, 4);
@@ -51,8 +50,7 @@ fn a_sidecar_with_scope_pod_is_held_until_the_app_has_drained() {
 #[test]
 fn a_container_with_scope_container_is_released_when_its_own_connections_close() {
     require_root!();
-    let mut agent = Agent::with_gate();
-    agent.start();
+    let agent = Agent::started_with_gate();
     let pod = SimPod::create(2); // 0: HAProxy, 1: a WAF agent it calls over loopback
     let lb = Cgroup::unique("lb");
     let mut proxy = Peer::spawn(pod.container(0), None);
@@ -103,8 +101,7 @@ fn a_container_with_scope_container_is_released_when_its_own_connections_close()
 #[test]
 fn after_containers_releases_when_they_exit() {
     require_root!();
-    let mut agent = Agent::with_gate();
-    agent.start();
+    let agent = Agent::started_with_gate();
     let pod = SimPod::create(2); // 0: the app, 1: a mesh proxy
     let app_id = pod.containers[0].0.clone();
     let app = Peer::spawn(pod.container(0), None);

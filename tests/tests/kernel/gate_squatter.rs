@@ -41,8 +41,7 @@ fn squat(path: &std::path::Path) -> std::process::Child {
 #[test]
 fn a_squatter_on_the_gate_socket_is_refused_by_the_hook_and_replaced_by_the_agent() {
     require_root!();
-    let mut agent = Agent::with_gate();
-    agent.start();
+    let agent = Agent::started_with_gate();
     let pod = SimPod::create(1);
     let mut squatter = squat(&agent.gate_sock());
 

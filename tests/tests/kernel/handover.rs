@@ -15,16 +15,16 @@ use std::{
 use graceful::continuity::handover::{fds, give, peer, wire};
 use graceful_tests::{
     agent::{since_pause_ms, Agent},
-    cgroup::Cgroup,
-    gate::{assert_carried_on, engaged, finish_engaged, hook, hook_at, pod_socket, wait_draining},
-    http_hook::{get, wait_listening, Scene, PORT},
-    peer::held_connections,
+    gate::{engaged, finish_engaged, hook, hook_at, pod_holding, pod_socket, wait_draining},
+    http_hook::{wait_listening, Scene, PORT},
     pod::SimPod,
-    EVENT_SLACK_MS,
 };
 use serde_json::json;
 
-use crate::{require_root, settle};
+use crate::{
+    carried_over, drains, held_hook, held_http_hook, http_answered_once, http_still_held, released_across,
+    require_root, still_held, HELD,
+};
 
 /// The first agent's process is the retired one now (it exec'd).
 fn retired(first: &Agent) {
@@ -40,17 +40,9 @@ fn retired(first: &Agent) {
 #[test]
 fn a_successor_takes_a_held_exec_hook_which_never_reconnects() {
     require_root!();
-    let mut first = Agent::with_gate();
-    first.start();
-    let pod = SimPod::create(1);
-    let lb = Cgroup::unique("lb");
-    let (mut app, _pool) = held_connections(pod.container(0), &lb, 4);
-    let mut child = hook(
-        &first,
-        pod.container(0),
-        &["--min", "0s", "--settle", "100ms", "--max", "30s"],
-    );
-    let stdout = engaged(&mut child);
+    let first = Agent::started_with_gate();
+    let (pod, lb, mut app, _pool) = pod_holding(4);
+    let (child, stdout) = held_hook(&first, &pod);
     // What the first agent's report has so far goes with the hook.
     app.cmd("close-in 1 fin");
     std::thread::sleep(Duration::from_millis(200));
@@ -63,31 +55,9 @@ fn a_successor_takes_a_held_exec_hook_which_never_reconnects() {
     if std::env::var_os("GRACEFUL_SHOW_LOG").is_some() {
         eprintln!("{}", second.log_text());
     }
-    // The successor counts the same connections, and holds the drain.
-    let views = settle(&second, &[pod.container(0), &lb], &[None]);
-    assert_eq!(views[0].inbound_live, 3, "{views:?}");
-    wait_draining(&second, 1);
-    std::thread::sleep(Duration::from_millis(300));
-    assert!(
-        child.try_wait().unwrap().is_none(),
-        "the hook ended with its agent"
-    );
-
-    app.cmd("close-in 3 fin");
-    let (report, out) = finish_engaged(child, stdout);
-    assert_eq!(report["reason"], "drained", "{out}");
-    assert_carried_on(&report, &[4, 3]);
-    assert!(!out.contains("reconnecting"), "the hook reconnected: {out}");
-    let after = report["after_last_close_ms"].as_u64().unwrap();
-    assert!(
-        (100..=100 + EVENT_SLACK_MS).contains(&after),
-        "released {after} ms after the last close (settle 100 ms): {out}"
-    );
-
-    // A new hook is the successor's, through the gate it took over.
-    let again = hook(&second, pod.container(0), &["--min", "0s", "--max", "10s"]);
-    let (report, out) = graceful_tests::gate::finish(again);
-    assert_eq!(report["reason"], "drained", "{out}");
+    // The successor counts the same connections, holds the drain, and
+    // serves new hooks.
+    carried_over(&second, &pod, &lb, &mut app, child, stdout);
     drop(second);
 }
 
@@ -97,71 +67,22 @@ fn a_successor_takes_a_held_http_hook_and_answers_it_once() {
     let mut s = Scene::with_gate_dir(json!({"graceful.dev/gate": "http"}));
     wait_listening(&s.net.b, PORT, 10);
     let (_lb, mut clients) = s.clients(3);
-    let gate = s.gate();
     let mut second = s.agent.successor();
     let (answer, closed_ns) = std::thread::scope(|t| {
-        let node = &s.net.a;
-        let hook = t.spawn(move || {
-            get(
-                node,
-                gate,
-                "/drain?policy=drained&settle=100ms&min=0s&max=30s",
-                Duration::from_secs(40),
-            )
-        });
-        wait_draining(&s.agent, 1);
         // What the first agent's report has so far goes with the hook.
-        clients.cmd("close-out 1 fin");
-        std::thread::sleep(Duration::from_millis(200));
+        let hook = held_http_hook(t, &s, &mut clients);
         second.start();
         retired(&s.agent);
         eprintln!(
             "the gate paused {:.1} ms until the successor served the held hook",
             since_pause_ms(&second.log_text())
         );
-        wait_draining(&second, 1);
-        std::thread::sleep(Duration::from_millis(300));
-        assert!(
-            !hook.is_finished(),
-            "the hook was answered before its clients closed"
-        );
-        // One connection: the kubelet's, never closed or answered twice.
-        let hook_conns = s.net.b.exec(
-            "ss",
-            &["-Htn", "state", "established", &format!("sport = :{PORT}")],
-        );
-        assert_eq!(hook_conns.lines().count(), 1, "{hook_conns}");
-        clients.cmd("close-out 2 fin");
-        let closed_ns = graceful_tests::monotonic_ns();
+        let closed_ns = http_still_held(&second, &s.net.b, &hook, &mut clients);
         (hook.join().unwrap(), closed_ns)
     });
     let answer = answer.expect("the hook's answer, from the successor");
-    assert_eq!(answer.status, 200, "{answer:?}");
-    let report = answer.json();
-    assert_eq!(report["reason"], "drained", "{report}");
-    assert_carried_on(&report, &[3, 2]);
-    let answered_ms = (graceful_tests::monotonic_ns() - closed_ns) / 1_000_000;
-    assert!(
-        answered_ms <= 100 + 2 * EVENT_SLACK_MS,
-        "answered {answered_ms} ms after the last close"
-    );
     // The successor serves the pod's gate from the listener it took.
-    let again = get(
-        &s.net.a,
-        s.gate(),
-        "/drain?policy=drained&min=0s&max=10s",
-        Duration::from_secs(10),
-    )
-    .unwrap();
-    assert_eq!(
-        (again.status, again.json()["reason"].clone()),
-        (200, json!("drained"))
-    );
-    assert!(
-        second.log_text().contains("serving the listener handed over"),
-        "{}",
-        second.log_text()
-    );
+    http_answered_once(&s, &second, answer, closed_ns);
     drop(second);
 }
 
@@ -195,17 +116,9 @@ fn hello(version: u32) -> Vec<u8> {
 #[test]
 fn strangers_and_other_formats_are_refused_and_a_refusal_thaws_the_giver() {
     require_root!();
-    let mut first = Agent::with_gate();
-    first.start();
-    let pod = SimPod::create(1);
-    let lb = Cgroup::unique("lb");
-    let (mut app, _pool) = held_connections(pod.container(0), &lb, 2);
-    let mut child = hook(
-        &first,
-        pod.container(0),
-        &["--min", "0s", "--settle", "100ms", "--max", "30s"],
-    );
-    let stdout = engaged(&mut child);
+    let first = Agent::started_with_gate();
+    let (pod, _lb, mut app, _pool) = pod_holding(2);
+    let (child, stdout) = held_hook(&first, &pod);
 
     // No proof of the node's pins; garbage; another format.
     let checks: [(Vec<u8>, bool, &str); 3] = [
@@ -267,9 +180,7 @@ fn strangers_and_other_formats_are_refused_and_a_refusal_thaws_the_giver() {
     assert_eq!(report["reason"], "drained", "{out}");
     assert!(started.elapsed() < Duration::from_secs(5), "{out}");
     // And new hooks come in.
-    let again = hook(&first, pod.container(0), &["--min", "0s", "--max", "10s"]);
-    let (report, out) = graceful_tests::gate::finish(again);
-    assert_eq!(report["reason"], "drained", "{out}");
+    drains(hook(&first, pod.container(0), &["--min", "0s", "--max", "10s"]));
     let pid = first.pid().unwrap();
     let cmd = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap();
     assert!(!cmd.contains("__retired"), "the giver retired after a refusal");
@@ -293,8 +204,7 @@ fn a_successor_that_cannot_read_the_offer_says_so_on_its_own_pod_and_waits_for_t
         json!({"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "1"}, "items": []})
             .to_string(),
     ));
-    let mut first = Agent::with_gate();
-    first.start();
+    let mut first = Agent::started_with_gate();
     first.stop();
     first.handed_over();
 
@@ -367,9 +277,7 @@ fn a_successor_that_cannot_read_the_offer_says_so_on_its_own_pod_and_waits_for_t
 
     // The node is its own: it serves a drain.
     let pod = SimPod::create(1);
-    let (report, out) =
-        graceful_tests::gate::finish(hook(&second, pod.container(0), &["--min", "0s", "--max", "10s"]));
-    assert_eq!(report["reason"], "drained", "{out}");
+    drains(hook(&second, pod.container(0), &["--min", "0s", "--max", "10s"]));
 
     let event = graceful_tests::wait_for(10, "the Event on the agent's own pod", || {
         api.events().into_iter().find(|e| e["reason"] == "HandoverFailed")
@@ -399,8 +307,7 @@ fn a_successor_takes_a_pods_socket_gate_and_the_hook_held_through_it() {
     let mut s = Scene::with_gate_dir(json!({"graceful.dev/gate": "socket"}));
     graceful_tests::gate::wait_socket_gate(&s.net.b);
     let (_lb, mut clients) = s.clients(3);
-    let args = ["--min", "0s", "--settle", "100ms", "--max", "30s"];
-    let mut child = hook_at(&s.agent, s.pod.container(0), Some(&s.net.b), &pod_socket(), &args);
+    let mut child = hook_at(&s.agent, s.pod.container(0), Some(&s.net.b), &pod_socket(), &HELD);
     let stdout = engaged(&mut child);
     wait_draining(&s.agent, 1);
 
@@ -431,17 +338,9 @@ fn a_successor_takes_a_pods_socket_gate_and_the_hook_held_through_it() {
     let mut second = s.agent.successor();
     second.start();
     retired(&s.agent);
-    wait_draining(&second, 1);
-    std::thread::sleep(Duration::from_millis(300));
-    assert!(
-        child.try_wait().unwrap().is_none(),
-        "the hook ended with its agent"
-    );
+    still_held(&second, &mut child);
     clients.cmd("close-out 2 fin");
-    let (report, out) = finish_engaged(child, stdout);
-    assert_eq!(report["reason"], "drained", "{out}");
-    assert_carried_on(&report, &[3, 2]);
-    assert!(!out.contains("reconnecting"), "the hook reconnected: {out}");
+    released_across(child, stdout, &[3, 2]);
 
     // A new hook goes through the socket the successor took.
     assert!(
@@ -451,14 +350,12 @@ fn a_successor_takes_a_pods_socket_gate_and_the_hook_held_through_it() {
         "{}",
         second.log_text()
     );
-    let again = hook_at(
+    drains(hook_at(
         &second,
         s.pod.container(0),
         Some(&s.net.b),
         &pod_socket(),
         &["--min", "0s", "--max", "10s"],
-    );
-    let (report, out) = graceful_tests::gate::finish(again);
-    assert_eq!(report["reason"], "drained", "{out}");
+    ));
     drop(second);
 }

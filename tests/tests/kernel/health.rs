@@ -32,8 +32,7 @@ fn healthz_fails_while_pins_are_gone_and_the_agent_pins_them_again_losing_nothin
 
     // Re-pinning on (the default): counts go on while the pins are gone,
     // and they are back within seconds, exact.
-    let mut agent = Agent::with_gate();
-    agent.start();
+    let agent = Agent::started_with_gate();
     let mut server = Peer::spawn(&a, None);
     let port = server.listen("127.0.0.1:0", "hold");
     let mut client = Peer::spawn(&b, None);

@@ -14,17 +14,19 @@ use graceful_tests::{
     agent::{since_pause_ms, Agent},
     cgroup::Cgroup,
     gate::{
-        abstract_listening, assert_carried_on, engaged, finish, finish_engaged, hook, hook_at, pod_socket,
-        wait_draining,
+        abstract_listening, engaged, finish_engaged, hook, hook_at, pod_holding, pod_socket, wait_draining,
     },
-    http_hook::{get, wait_listening, Scene, PORT},
+    http_hook::{wait_listening, Scene, PORT},
     peer::held_connections,
     pod::SimPod,
     EVENT_SLACK_MS,
 };
 use serde_json::json;
 
-use crate::{require_root, settle};
+use crate::{
+    carried_over, drains, held_hook, held_http_hook, http_answered_once, http_still_held, released_across,
+    require_root, still_held, HELD,
+};
 
 /// The keeper's line for the restart, and the new agent's for the take.
 fn restarted(agent: &Agent, hooks: usize) {
@@ -45,15 +47,8 @@ fn a_crash_cuts_no_held_exec_hook_and_the_counts_stay_exact() {
     require_root!();
     let mut first = Agent::with_gate().kept();
     first.start();
-    let pod = SimPod::create(1);
-    let lb = Cgroup::unique("lb");
-    let (mut app, _pool) = held_connections(pod.container(0), &lb, 4);
-    let mut child = hook(
-        &first,
-        pod.container(0),
-        &["--min", "0s", "--settle", "100ms", "--max", "30s"],
-    );
-    let stdout = engaged(&mut child);
+    let (pod, lb, mut app, _pool) = pod_holding(4);
+    let (child, stdout) = held_hook(&first, &pod);
     // What the agent's report has so far, the keeper keeps too.
     app.cmd("close-in 1 fin");
     std::thread::sleep(Duration::from_millis(200));
@@ -62,29 +57,8 @@ fn a_crash_cuts_no_held_exec_hook_and_the_counts_stay_exact() {
     let again = first.crash();
     assert_ne!(again, killed);
     restarted(&first, 1);
-    let views = settle(&first, &[pod.container(0), &lb], &[None]);
-    assert_eq!(views[0].inbound_live, 3, "{views:?}");
-    wait_draining(&first, 1);
-    std::thread::sleep(Duration::from_millis(300));
-    assert!(
-        child.try_wait().unwrap().is_none(),
-        "the hook ended with the agent"
-    );
-
-    app.cmd("close-in 3 fin");
-    let (report, out) = finish_engaged(child, stdout);
-    assert_eq!(report["reason"], "drained", "{out}");
-    assert_carried_on(&report, &[4, 3]);
-    assert!(!out.contains("reconnecting"), "the hook reconnected: {out}");
-    let after = report["after_last_close_ms"].as_u64().unwrap();
-    assert!(
-        (100..=100 + EVENT_SLACK_MS).contains(&after),
-        "released {after} ms after the last close (settle 100 ms): {out}"
-    );
     // Released and answered: the keeper let it go.
-    let fresh = hook(&first, pod.container(0), &["--min", "0s", "--max", "10s"]);
-    let (report, out) = finish(fresh);
-    assert_eq!(report["reason"], "drained", "{out}");
+    carried_over(&first, &pod, &lb, &mut app, child, stdout);
 
     // A successor under its own keeper takes the node over: the first
     // keeper keeps nothing from then on, and ends when its pod would.
@@ -98,9 +72,7 @@ fn a_crash_cuts_no_held_exec_hook_and_the_counts_stay_exact() {
     });
     first.handed_over();
     first.stop();
-    let fresh = hook(&second, pod.container(0), &["--min", "0s", "--max", "10s"]);
-    let (report, out) = finish(fresh);
-    assert_eq!(report["reason"], "drained", "{out}");
+    drains(hook(&second, pod.container(0), &["--min", "0s", "--max", "10s"]));
     second.stop();
     let log = second.log_text();
     assert!(
@@ -135,11 +107,7 @@ fn a_hook_that_comes_while_no_agent_runs_waits_and_a_passed_deadline_releases_at
     first.crash();
     let (_, before) = first.kill_kept();
     std::thread::sleep(Duration::from_millis(100));
-    let mut late = hook(
-        &first,
-        other.container(0),
-        &["--min", "0s", "--settle", "100ms", "--max", "30s"],
-    );
+    let mut late = hook(&first, other.container(0), &HELD);
     first.wait_kept_ready(before);
     let back = Instant::now();
     let log = first.log_text();
@@ -173,64 +141,16 @@ fn a_crash_cuts_no_held_http_hook_and_it_is_answered_once() {
     let mut s = Scene::build_kept(json!({"graceful.dev/gate": "http"}));
     wait_listening(&s.net.b, PORT, 10);
     let (_lb, mut clients) = s.clients(3);
-    let gate = s.gate();
     let (answer, closed_ns) = std::thread::scope(|t| {
-        let node = &s.net.a;
-        let hook = t.spawn(move || {
-            get(
-                node,
-                gate,
-                "/drain?policy=drained&settle=100ms&min=0s&max=30s",
-                Duration::from_secs(40),
-            )
-        });
-        wait_draining(&s.agent, 1);
-        clients.cmd("close-out 1 fin");
-        std::thread::sleep(Duration::from_millis(200));
+        let hook = held_http_hook(t, &s, &mut clients);
         s.agent.crash();
         restarted(&s.agent, 1);
-        wait_draining(&s.agent, 1);
-        std::thread::sleep(Duration::from_millis(300));
-        assert!(
-            !hook.is_finished(),
-            "the hook was answered (or cut) before its clients closed"
-        );
-        // One connection: the kubelet's, neither closed nor answered twice.
-        let hook_conns = s.net.b.exec(
-            "ss",
-            &["-Htn", "state", "established", &format!("sport = :{PORT}")],
-        );
-        assert_eq!(hook_conns.lines().count(), 1, "{hook_conns}");
-        clients.cmd("close-out 2 fin");
-        let closed_ns = graceful_tests::monotonic_ns();
+        let closed_ns = http_still_held(&s.agent, &s.net.b, &hook, &mut clients);
         (hook.join().unwrap(), closed_ns)
     });
     let answer = answer.expect("the hook's answer, from the new agent");
-    assert_eq!(answer.status, 200, "{answer:?}");
-    assert_eq!(answer.json()["reason"], "drained", "{answer:?}");
-    assert_carried_on(&answer.json(), &[3, 2]);
-    let answered_ms = (graceful_tests::monotonic_ns() - closed_ns) / 1_000_000;
-    assert!(
-        answered_ms <= 100 + 2 * EVENT_SLACK_MS,
-        "answered {answered_ms} ms after the last close"
-    );
     // The pod's gate is served from the kept listener.
-    let again = get(
-        &s.net.a,
-        s.gate(),
-        "/drain?policy=drained&min=0s&max=10s",
-        Duration::from_secs(10),
-    )
-    .unwrap();
-    assert_eq!(
-        (again.status, again.json()["reason"].clone()),
-        (200, json!("drained"))
-    );
-    assert!(
-        s.agent.log_text().contains("serving the listener handed over"),
-        "{}",
-        s.agent.log_text()
-    );
+    http_answered_once(&s, &s.agent, answer, closed_ns);
 }
 
 /// The socket gate through a crash: the keeper held its abstract socket,
@@ -242,8 +162,7 @@ fn a_crash_cuts_no_hook_held_through_a_pods_socket_gate() {
     let mut s = Scene::build_kept(json!({"graceful.dev/gate": "socket"}));
     graceful_tests::gate::wait_socket_gate(&s.net.b);
     let (_lb, mut clients) = s.clients(3);
-    let args = ["--min", "0s", "--settle", "100ms", "--max", "30s"];
-    let mut child = hook_at(&s.agent, s.pod.container(0), Some(&s.net.b), &pod_socket(), &args);
+    let mut child = hook_at(&s.agent, s.pod.container(0), Some(&s.net.b), &pod_socket(), &HELD);
     let stdout = engaged(&mut child);
     wait_draining(&s.agent, 1);
     clients.cmd("close-out 1 fin");
@@ -255,17 +174,9 @@ fn a_crash_cuts_no_hook_held_through_a_pods_socket_gate() {
         "the socket went with the agent"
     );
     restarted(&s.agent, 1);
-    wait_draining(&s.agent, 1);
-    std::thread::sleep(Duration::from_millis(300));
-    assert!(
-        child.try_wait().unwrap().is_none(),
-        "the hook ended with its agent"
-    );
+    still_held(&s.agent, &mut child);
     clients.cmd("close-out 2 fin");
-    let (report, out) = finish_engaged(child, stdout);
-    assert_eq!(report["reason"], "drained", "{out}");
-    assert_carried_on(&report, &[3, 2]);
-    assert!(!out.contains("reconnecting"), "the hook reconnected: {out}");
+    released_across(child, stdout, &[3, 2]);
     assert!(
         s.agent
             .log_text()
@@ -273,13 +184,11 @@ fn a_crash_cuts_no_hook_held_through_a_pods_socket_gate() {
         "{}",
         s.agent.log_text()
     );
-    let again = hook_at(
+    drains(hook_at(
         &s.agent,
         s.pod.container(0),
         Some(&s.net.b),
         &pod_socket(),
         &["--min", "0s", "--max", "10s"],
-    );
-    let (report, out) = finish(again);
-    assert_eq!(report["reason"], "drained", "{out}");
+    ));
 }

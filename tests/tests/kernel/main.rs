@@ -44,7 +44,24 @@ mod rollout;
 mod socket_gate;
 mod upgrade;
 
-use graceful_tests::{agent::Agent, cgroup::Cgroup, netns::NetNs, oracle};
+use std::{
+    process::Child,
+    thread::{JoinHandle, Scope, ScopedJoinHandle},
+    time::Duration,
+};
+
+use graceful_tests::{
+    agent::Agent,
+    cgroup::Cgroup,
+    gate::{assert_carried_on, engaged, finish, finish_engaged, hook, wait_draining},
+    http_hook::{get, Answer, Scene, PORT},
+    netns::NetNs,
+    oracle,
+    peer::Peer,
+    pod::SimPod,
+    EVENT_SLACK_MS,
+};
+use serde_json::{json, Value};
 
 /// Kernel tests run one at a time. Each loads its own agent and programs,
 /// and several drive heavy TCP churn: side by side they slow each other
@@ -168,4 +185,167 @@ pub fn kernel_figures(agent: &Agent) -> String {
         }
     }
     out
+}
+
+/// A gate hook's arguments for a drain held until its last close: a
+/// 100 ms settle, 30 s at most.
+pub const HELD: [&str; 6] = ["--min", "0s", "--settle", "100ms", "--max", "30s"];
+
+/// An exec hook asking `agent` to drain `pod`'s first container with
+/// [`HELD`], returned once the drain is engaged (with its stdout's reader).
+pub fn held_hook(agent: &Agent, pod: &SimPod) -> (Child, JoinHandle<String>) {
+    let mut child = hook(agent, pod.container(0), &HELD);
+    let stdout = engaged(&mut child);
+    (child, stdout)
+}
+
+/// After a change of agent: `agent`, the one serving now, holds the drain,
+/// and the exec hook `child` still waits on it.
+pub fn still_held(agent: &Agent, child: &mut Child) {
+    wait_draining(agent, 1);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the hook ended with its agent"
+    );
+}
+
+/// The exec hook held across a change of agent, once its clients closed:
+/// drained, its report carrying on what the earlier agent saw (`seen`),
+/// and never reconnected. Its report and output.
+pub fn released_across(child: Child, stdout: JoinHandle<String>, seen: &[u64]) -> (Value, String) {
+    let (report, out) = finish_engaged(child, stdout);
+    assert_eq!(report["reason"], "drained", "{out}");
+    assert_carried_on(&report, seen);
+    assert!(!out.contains("reconnecting"), "the hook reconnected: {out}");
+    (report, out)
+}
+
+/// A hook released 100 ms (its settle) after the last close, give or take
+/// the event slack; `out` is what a failure shows.
+pub fn assert_settled(report: &Value, out: &str) {
+    let after = report["after_last_close_ms"].as_u64().unwrap();
+    assert!(
+        (100..=100 + EVENT_SLACK_MS).contains(&after),
+        "released {after} ms after the last close (settle 100 ms): {out}"
+    );
+}
+
+/// The exec hook [`held_hook`] holds on `pod`, whose app had 4
+/// connections from `lb` and closed one, after a change of agent: `agent`,
+/// the one serving now, counts the 3 left and holds the drain; once they
+/// close, the hook is released as [`released_across`] says, its settle
+/// after the last close; and a new hook is `agent`'s, through the gate it
+/// took over.
+pub fn carried_over(
+    agent: &Agent,
+    pod: &SimPod,
+    lb: &Cgroup,
+    app: &mut Peer,
+    mut child: Child,
+    stdout: JoinHandle<String>,
+) {
+    let views = settle(agent, &[pod.container(0), lb], &[None]);
+    assert_eq!(views[0].inbound_live, 3, "{views:?}");
+    still_held(agent, &mut child);
+    app.cmd("close-in 3 fin");
+    let (report, out) = released_across(child, stdout, &[4, 3]);
+    assert_settled(&report, &out);
+    drains(hook(agent, pod.container(0), &["--min", "0s", "--max", "10s"]));
+}
+
+/// Mid-drain, `agent` is killed with SIGKILL; `app` closes 3 of its
+/// connections while no agent runs; 300 ms on, the agent starts again.
+pub fn restarted_after_closes(agent: &mut Agent, app: &mut Peer) {
+    agent.kill9();
+    app.cmd("close-in 3 fin");
+    std::thread::sleep(Duration::from_millis(300));
+    agent.start();
+}
+
+/// A new hook (`child`, with nothing to wait for) is drained.
+pub fn drains(child: Child) {
+    let (report, out) = finish(child);
+    assert_eq!(report["reason"], "drained", "{out}");
+}
+
+/// A kubelet's httpGet hook on the scene's pod gate, held until its last
+/// close (a 100 ms settle, 30 s at most), asked from the node's side once
+/// `clients` hold their 3 connections; returned once the agent holds the
+/// drain and one of them closed (200 ms before).
+pub fn held_http_hook<'scope>(
+    t: &'scope Scope<'scope, '_>,
+    s: &'scope Scene,
+    clients: &mut Peer,
+) -> ScopedJoinHandle<'scope, std::io::Result<Answer>> {
+    let (node, gate) = (&s.net.a, s.gate());
+    let hook = t.spawn(move || {
+        get(
+            node,
+            gate,
+            "/drain?policy=drained&settle=100ms&min=0s&max=30s",
+            Duration::from_secs(40),
+        )
+    });
+    wait_draining(&s.agent, 1);
+    clients.cmd("close-out 1 fin");
+    std::thread::sleep(Duration::from_millis(200));
+    hook
+}
+
+/// After a change of agent: `agent`, the one serving now, holds the drain,
+/// and the httpGet hook waits unanswered on its one connection (the
+/// kubelet's, never closed or answered twice); then `clients` close their
+/// last 2 connections. When they did.
+pub fn http_still_held(
+    agent: &Agent,
+    pod: &NetNs,
+    hook: &ScopedJoinHandle<'_, std::io::Result<Answer>>,
+    clients: &mut Peer,
+) -> u64 {
+    wait_draining(agent, 1);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        !hook.is_finished(),
+        "the hook was answered (or cut) before its clients closed"
+    );
+    let hook_conns = pod.exec(
+        "ss",
+        &["-Htn", "state", "established", &format!("sport = :{PORT}")],
+    );
+    assert_eq!(hook_conns.lines().count(), 1, "{hook_conns}");
+    clients.cmd("close-out 2 fin");
+    graceful_tests::monotonic_ns()
+}
+
+/// The httpGet hook held across a change of agent, answered once: drained,
+/// carrying on 3 then 2 connections, within 100 ms (its settle) and the
+/// slack of the last close (at `closed_ns`); and the pod's gate, served by
+/// `agent` from the listener it took, answers a new hook.
+pub fn http_answered_once(s: &Scene, agent: &Agent, answer: Answer, closed_ns: u64) {
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let report = answer.json();
+    assert_eq!(report["reason"], "drained", "{report}");
+    assert_carried_on(&report, &[3, 2]);
+    let answered_ms = (graceful_tests::monotonic_ns() - closed_ns) / 1_000_000;
+    assert!(
+        answered_ms <= 100 + 2 * EVENT_SLACK_MS,
+        "answered {answered_ms} ms after the last close"
+    );
+    let again = get(
+        &s.net.a,
+        s.gate(),
+        "/drain?policy=drained&min=0s&max=10s",
+        Duration::from_secs(10),
+    )
+    .unwrap();
+    assert_eq!(
+        (again.status, again.json()["reason"].clone()),
+        (200, json!("drained"))
+    );
+    assert!(
+        agent.log_text().contains("serving the listener handed over"),
+        "{}",
+        agent.log_text()
+    );
 }

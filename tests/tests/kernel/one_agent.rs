@@ -25,8 +25,7 @@ fn refused_naming(out: &std::process::Output, pid: u32, what: &str) {
 #[test]
 fn a_second_agent_refuses_to_start_and_the_first_keeps_serving() {
     require_root!();
-    let mut first = Agent::with_gate();
-    first.start();
+    let mut first = Agent::started_with_gate();
     let pid = first.pid().unwrap();
     let gate = first.gate_sock();
     let gate_inode = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&gate).unwrap());

@@ -15,11 +15,8 @@ use std::{
 
 use graceful_tests::{
     agent::Agent,
-    cgroup::Cgroup,
-    gate::{engaged, finish_engaged, hook, wait_draining},
+    gate::{engaged, finish_engaged, hook, pod_holding, wait_draining},
     memcg::{self, MemCgroup},
-    peer::held_connections,
-    pod::SimPod,
     process::Stopped,
     unique,
 };
@@ -71,9 +68,7 @@ fn an_oom_kill_of_the_agent_under_the_group_kill_cuts_no_held_hook() {
         agent.log_text()
     );
 
-    let pod = SimPod::create(1);
-    let lb = Cgroup::unique("lb");
-    let (mut app, _pool) = held_connections(pod.container(0), &lb, 2);
+    let (pod, _lb, mut app, _pool) = pod_holding(2);
     let mut child = hook(
         &agent,
         pod.container(0),

@@ -10,10 +10,7 @@ use std::time::{Duration, Instant};
 
 use graceful_tests::{
     agent::Agent,
-    cgroup::Cgroup,
-    gate::{padded_hook, wait_draining},
-    peer::held_connections,
-    pod::SimPod,
+    gate::{padded_hook, pod_holding, wait_draining},
 };
 
 use crate::require_root;
@@ -21,11 +18,8 @@ use crate::require_root;
 #[test]
 fn a_hook_padded_to_the_bodys_bound_is_handed_over_and_answered() {
     require_root!();
-    let mut first = Agent::with_gate();
-    first.start();
-    let pod = SimPod::create(1);
-    let lb = Cgroup::unique("lb");
-    let (mut app, _pool) = held_connections(pod.container(0), &lb, 2);
+    let first = Agent::started_with_gate();
+    let (pod, _lb, mut app, _pool) = pod_holding(2);
     let child = padded_hook(
         &first.gate_sock(),
         pod.container(0).dir(),

@@ -333,8 +333,7 @@ fn build(w: &mut World) -> Vec<TestPod> {
 #[test]
 fn every_layout_resolves_to_its_pod_with_exact_counts() {
     require_root!();
-    let mut agent = Agent::new();
-    agent.start();
+    let mut agent = Agent::started();
     let mut w = World::default();
     let pods = build(&mut w);
 
@@ -470,8 +469,7 @@ fn every_layout_resolves_to_its_pod_with_exact_counts() {
 #[test]
 fn unknown_pods_and_names_fail_with_one_line() {
     require_root!();
-    let mut agent = Agent::new();
-    agent.start();
+    let agent = Agent::started();
     for (arg, says) in [
         ("ffffffff-ffff-4fff-8fff-ffffffffffff", "no pod with uid"),
         ("shop/web-0", "names need the Kubernetes API"),

@@ -36,8 +36,7 @@ fn connections_older_than_the_agent_are_adopted() {
         (server.accepted() == 10 && server_ns.accepted() == 4).then_some(())
     });
 
-    let mut agent = Agent::new();
-    agent.start();
+    let agent = Agent::started();
     let spaces = [None, Some(&net.a), Some(&net.b)];
     let views = settle(&agent, &[&a, &b], &spaces);
     assert_eq!((views[0].inbound_live, views[0].listeners), (15, 4));

@@ -35,8 +35,7 @@ fn a_reinstall_counts_what_any_install_counted_before_it() {
 
     // The first install adopts those and counts what opens while it runs,
     // on loopback and across a veth pair.
-    let mut agent = Agent::new();
-    agent.start();
+    let mut agent = Agent::started();
     let during = server.listen("[::1]:0", "hold");
     client.connect(&addr("::1", during), 4);
     let mut server_ns = Peer::spawn(&a, Some(&net.b));
@@ -92,8 +91,7 @@ fn a_reinstall_under_churn_stays_exact() {
     // sides do not pile up (a slow guest's peer ran out of room for them).
     let mut server = Peer::spawn(&a, None);
     let port = server.listen("127.0.0.1:0", "echo-close");
-    let mut agent = Agent::new();
-    agent.start();
+    let mut agent = Agent::started();
     let mut held = Peer::spawn(&b, None);
     held.connect(&addr("127.0.0.1", port), 20);
     settle(&agent, &[&a, &b], &[None]);

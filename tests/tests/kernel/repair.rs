@@ -15,9 +15,8 @@ use graceful_common::{names, role, stat, CgroupCounters, SockOwner};
 use graceful_tests::{
     agent::Agent,
     cgroup::Cgroup,
-    gate::{engaged, finish_engaged, hook},
+    gate::{engaged, finish_engaged, hook, pod_holding},
     peer::{held_connections, Peer},
-    pod::SimPod,
 };
 
 use crate::{kernel_figures, repaired_sockets, require_root, settle};
@@ -143,9 +142,7 @@ fn a_drain_counts_a_connection_whose_first_change_was_missed() {
         .daemon_args
         .extend(["--counting".into(), "tracepoint".into()]);
     agent.start();
-    let pod = SimPod::create(1);
-    let lb = Cgroup::unique("lb");
-    let (mut app, _clients) = held_connections(pod.container(0), &lb, 3);
+    let (pod, lb, mut app, _clients) = pod_holding(3);
     settle(&agent, &[pod.container(0), &lb], &[None]);
     let (sock, caught) = fake_a_missed_first_change(&agent, &mut app, pod.container(0));
     assert_eq!(agent.counters(pod.container(0).id()).inbound_live, 2);

@@ -13,8 +13,7 @@ use crate::{require_root, settle};
 fn counts_survive_kill_9_and_changes_while_down() {
     require_root!();
     let (a, b) = (Cgroup::unique("a"), Cgroup::unique("b"));
-    let mut agent = Agent::new();
-    agent.start();
+    let mut agent = Agent::started();
     let mut server = Peer::spawn(&a, None);
     let port = server.listen("127.0.0.1:0", "hold");
     let mut client = Peer::spawn(&b, None);

@@ -17,9 +17,7 @@ use graceful_tests::{
 };
 use serde_json::json;
 
-use crate::{metric, require_root, settle};
-
-const ARGS: [&str; 6] = ["--min", "0s", "--settle", "100ms", "--max", "30s"];
+use crate::{metric, require_root, settle, HELD};
 
 fn socket_scene() -> Scene {
     let s = Scene::with_gate_dir(json!({"graceful.dev/gate": "socket"}));
@@ -42,7 +40,7 @@ fn a_hook_inside_the_pod_is_held_until_the_last_client_closes_and_the_pod_has_no
     );
     assert_eq!(metric(&s.agent, "graceful_http_gates"), 1);
     let (_lb, mut clients) = s.clients(3);
-    let mut child = hook_at(&s.agent, s.pod.container(0), Some(&s.net.b), &pod_socket(), &ARGS);
+    let mut child = hook_at(&s.agent, s.pod.container(0), Some(&s.net.b), &pod_socket(), &HELD);
     let stdout = engaged(&mut child);
     wait_draining(&s.agent, 1);
     std::thread::sleep(Duration::from_millis(300));
@@ -87,7 +85,7 @@ fn a_process_that_is_not_the_pods_own_is_refused_and_the_drain_in_flight_is_unto
     require_root!();
     let mut s = socket_scene();
     let (_lb, mut clients) = s.clients(1);
-    let mut child = hook_at(&s.agent, s.pod.container(0), Some(&s.net.b), &pod_socket(), &ARGS);
+    let mut child = hook_at(&s.agent, s.pod.container(0), Some(&s.net.b), &pod_socket(), &HELD);
     let stdout = engaged(&mut child);
     wait_draining(&s.agent, 1);
 
@@ -105,7 +103,7 @@ fn a_process_that_is_not_the_pods_own_is_refused_and_the_drain_in_flight_is_unto
             ),
         ),
     ] {
-        let c = hook_at(&s.agent, cg, Some(&s.net.b), &pod_socket(), &ARGS);
+        let c = hook_at(&s.agent, cg, Some(&s.net.b), &pod_socket(), &HELD);
         let (report, out) = finish(c);
         assert_eq!(report["reason"], "agent-unreachable", "{out}");
         assert!(out.contains("HTTP 403") && out.contains(&says), "{out}");

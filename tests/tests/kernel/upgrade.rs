@@ -107,8 +107,7 @@ fn an_upgrade_from_the_tracepoint_design_loses_and_doubles_nothing() {
 #[test]
 fn the_tracepoint_design_on_sock_ops_pins_is_refused_in_one_line() {
     require_root!();
-    let mut agent = Agent::new();
-    agent.start();
+    let mut agent = Agent::started();
     agent.stop();
     let before = links(&agent);
     let out = graceful(&agent.pin_dir, &["daemon", "--counting", "tracepoint"]);
