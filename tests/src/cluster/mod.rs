@@ -386,6 +386,14 @@ impl Drop for Namespace<'_> {
 }
 
 /// Seconds and milliseconds from `t0`.
+/// The head of a test pod's manifest, up to its `labels` (YAML flow, as
+/// `{app: x}`), in the namespace [`Namespace::apply`] puts it in.
+pub fn pod_head(name: &str, labels: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: NAMESPACE\n  labels: {labels}\n"
+    )
+}
+
 pub fn since_ms(t0: Instant) -> f64 {
     t0.elapsed().as_secs_f64() * 1000.0
 }

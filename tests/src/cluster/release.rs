@@ -19,7 +19,7 @@ use std::{collections::BTreeMap, fmt, time::Duration};
 
 use crate::monotonic_ns;
 
-use super::{clients::Clients, pod::Pod, Cluster, Namespace, TEST_APP_IMAGE};
+use super::{clients::Clients, pod::Pod, pod_head, Cluster, Namespace, TEST_APP_IMAGE};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Hook {
@@ -73,13 +73,7 @@ pub struct Config {
 
 fn pod_yaml(name: &str, hook: Hook, sleep: Duration) -> String {
     format!(
-        r#"apiVersion: v1
-kind: Pod
-metadata:
-  name: {name}
-  namespace: NAMESPACE
-  labels: {{bench: release}}
-spec:
+        r#"{head}spec:
   terminationGracePeriodSeconds: 45
   containers:
     - name: app
@@ -95,6 +89,7 @@ spec:
       hostPath: {{path: /var/run/graceful, type: DirectoryOrCreate}}
 ---
 "#,
+        head = pod_head(name, "{bench: release}"),
         cmd = hook.command(sleep)
     )
 }

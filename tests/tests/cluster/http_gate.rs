@@ -7,7 +7,9 @@
 use std::time::{Duration, Instant};
 
 use graceful_tests::{
-    cluster::{clients::Clients, pod::Pod, release::sigterm_ns, Cluster, Namespace, TEST_APP_IMAGE},
+    cluster::{
+        clients::Clients, pod::Pod, pod_head, release::sigterm_ns, Cluster, Namespace, TEST_APP_IMAGE,
+    },
     http_hook::PORT,
     monotonic_ns,
 };
@@ -20,13 +22,7 @@ use crate::gate::{deleted_with_clients, events_by, held_until_the_last_close, wa
 /// hook with no `host`.
 pub fn http_pod(name: &str, query: &str, grace_s: u32) -> String {
     format!(
-        r#"apiVersion: v1
-kind: Pod
-metadata:
-  name: {name}
-  namespace: NAMESPACE
-  labels: {{app: {name}}}
-  annotations: {{graceful.dev/gate: http}}
+        r#"{head}  annotations: {{graceful.dev/gate: http}}
 spec:
   terminationGracePeriodSeconds: {grace_s}
   securityContext:
@@ -43,7 +39,8 @@ spec:
       lifecycle:
         preStop:
           httpGet: {{path: "/drain?{query}", port: {PORT}}}
-"#
+"#,
+        head = pod_head(name, &format!("{{app: {name}}}"))
     )
 }
 

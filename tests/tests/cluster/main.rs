@@ -29,7 +29,7 @@ mod seeds;
 mod socket_gate;
 mod tenants;
 
-use graceful_tests::cluster::{Cluster, TEST_APP_IMAGE};
+use graceful_tests::cluster::{pod_head, Cluster, TEST_APP_IMAGE};
 
 pub static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
@@ -98,13 +98,7 @@ pub fn app_pod(name: &str, hook: Option<&[&str]>, grace_s: u32) -> String {
         None => String::new(),
     };
     format!(
-        r#"apiVersion: v1
-kind: Pod
-metadata:
-  name: {name}
-  namespace: NAMESPACE
-  labels: {{app: {name}}}
-spec:
+        r#"{head}spec:
   terminationGracePeriodSeconds: {grace_s}
   containers:
     - name: app
@@ -115,6 +109,7 @@ spec:
   volumes:
     - name: graceful
       hostPath: {{path: /var/run/graceful, type: DirectoryOrCreate}}
-"#
+"#,
+        head = pod_head(name, &format!("{{app: {name}}}"))
     )
 }

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use graceful_tests::{
     cluster::{
-        clients::Clients, pod::Pod, Cluster, Namespace, AGENT_IMAGE, AGENT_METRICS_PORT, AGENT_NAMESPACE,
-        BUSYBOX_IMAGE,
+        clients::Clients, pod::Pod, pod_head, Cluster, Namespace, AGENT_IMAGE, AGENT_METRICS_PORT,
+        AGENT_NAMESPACE, BUSYBOX_IMAGE,
     },
     gate::padded_hook,
 };
@@ -54,13 +54,7 @@ fn restarts_and_unhealthy(cluster: &Cluster, name: &str) -> (u64, usize) {
 /// the agent closes it.
 fn flooder(name: &str, addr: &str, conns: usize) -> String {
     format!(
-        r#"apiVersion: v1
-kind: Pod
-metadata:
-  name: {name}
-  namespace: NAMESPACE
-  labels: {{app: flood}}
-spec:
+        r#"{head}spec:
   terminationGracePeriodSeconds: 1
   containers:
     - name: flood
@@ -74,7 +68,8 @@ spec:
             done) &
           done
           wait
-"#
+"#,
+        head = pod_head(name, "{app: flood}")
     )
 }
 
