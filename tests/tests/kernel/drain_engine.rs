@@ -14,7 +14,7 @@ use graceful_tests::{
     agent::Agent,
     cgroup::Cgroup,
     monotonic_ns,
-    peer::{addr, Peer},
+    peer::{held_connections, Peer},
     EVENT_SLACK_MS,
 };
 
@@ -32,20 +32,23 @@ fn params(policy: Policy, max: Duration) -> Params {
     }
 }
 
+/// An agent's programs, attached and pinned with the agent stopped, and an
+/// app's cgroup whose server holds `n` connections from a load balancer's
+/// cgroup: the agent, the two cgroups, the server and its clients. The
+/// tests read the event ring themselves, and a ring has one read position:
+/// a running agent would take the very events they wait for.
+fn stopped_with_held(n: usize) -> (Agent, Cgroup, Cgroup, Peer, Peer) {
+    let mut agent = Agent::started();
+    agent.stop();
+    let (app, clients) = (Cgroup::unique("app"), Cgroup::unique("lb"));
+    let (server, client) = held_connections(&app, &clients, n);
+    (agent, app, clients, server, client)
+}
+
 #[test]
 fn drained_is_released_settle_after_the_last_close() {
     require_root!();
-    let mut agent = Agent::started();
-    // The programs stay attached and pinned; this test reads the event
-    // ring itself, and a ring has one read position: a running agent
-    // would take the very events the test waits for.
-    agent.stop();
-    let (app, clients) = (Cgroup::unique("app"), Cgroup::unique("lb"));
-    let mut server = Peer::spawn(&app, None);
-    let port = server.listen("127.0.0.1:0", "hold");
-    let mut client = Peer::spawn(&clients, None);
-    client.connect(&addr("127.0.0.1", port), 5);
-    graceful_tests::wait_for(10, "accepts", || (server.accepted() == 5).then_some(()));
+    let (agent, app, _clients, mut server, _client) = stopped_with_held(5);
 
     let rt = tokio::runtime::Runtime::new().unwrap();
     let report = rt.block_on(async {
@@ -88,17 +91,7 @@ fn drained_is_released_settle_after_the_last_close() {
 #[test]
 fn drained_hits_its_deadline_with_idle_keepalive_connections() {
     require_root!();
-    let mut agent = Agent::started();
-    // The programs stay attached and pinned; this test reads the event
-    // ring itself, and a ring has one read position: a running agent
-    // would take the very events the test waits for.
-    agent.stop();
-    let (app, clients) = (Cgroup::unique("app"), Cgroup::unique("lb"));
-    let mut server = Peer::spawn(&app, None);
-    let port = server.listen("127.0.0.1:0", "hold");
-    let mut pool = Peer::spawn(&clients, None);
-    pool.connect(&addr("127.0.0.1", port), 20);
-    graceful_tests::wait_for(10, "accepts", || (server.accepted() == 20).then_some(()));
+    let (agent, app, _clients, _server, _pool) = stopped_with_held(20);
 
     let rt = tokio::runtime::Runtime::new().unwrap();
     let report = rt.block_on(async {
