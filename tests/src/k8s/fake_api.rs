@@ -169,6 +169,13 @@ impl FakeApi {
         self.script.lock().unwrap().events.clone()
     }
 
+    /// Waits (10 s at most) until an Event with `reason` is POSTed.
+    pub fn wait_event(&self, reason: &str) {
+        crate::wait_for(10, &format!("the {reason} Event"), || {
+            self.events().iter().any(|e| e["reason"] == reason).then_some(())
+        });
+    }
+
     /// A kubeconfig for this server (plain http, no credentials) in `dir`.
     pub fn kubeconfig(&self, dir: &Path) -> PathBuf {
         let path = dir.join(format!("kubeconfig-{}", self.addr.port()));

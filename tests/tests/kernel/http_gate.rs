@@ -88,13 +88,7 @@ fn the_hook_is_held_until_the_last_client_closes_then_answered_with_the_report()
         "{a:?}"
     );
     // The release is an Event on the pod, as for the exec hook.
-    graceful_tests::wait_for(10, "the DrainReleased Event", || {
-        s.api
-            .events()
-            .iter()
-            .any(|e| e["reason"] == "DrainReleased")
-            .then_some(())
-    });
+    s.api.wait_event("DrainReleased");
     // The gate's own annotations are not drain settings gone wrong.
     let wrong: Vec<Value> = s
         .api

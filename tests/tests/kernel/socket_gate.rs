@@ -62,13 +62,7 @@ fn a_hook_inside_the_pod_is_held_until_the_last_client_closes_and_the_pod_has_no
         answered_ms <= 100 + 2 * EVENT_SLACK_MS,
         "released {answered_ms} ms after the last close (settle 100 ms): {out}"
     );
-    graceful_tests::wait_for(10, "the DrainReleased Event", || {
-        s.api
-            .events()
-            .iter()
-            .any(|e| e["reason"] == "DrainReleased")
-            .then_some(())
-    });
+    s.api.wait_event("DrainReleased");
 
     // The pod gone from the API: its socket goes, and the gauge with it.
     let obj = pod_object(&s.pod, json!({"graceful.dev/gate": "socket"}));
