@@ -319,15 +319,7 @@ pub fn start_all(paths: &Paths, kube: &Kube, bins: &images::Binaries) -> anyhow:
                 || util::output(images::ctr(paths, kube).arg("version")).is_ok(),
             )?,
             "kubelet" => await_ready(paths, name, &mut child, limit, "the node was not Ready", || {
-                kubectl
-                    .text(&[
-                        "get",
-                        "node",
-                        NODE_NAME,
-                        "-o",
-                        "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
-                    ])
-                    .is_ok_and(|s| s.trim() == "True")
+                kubectl.node_ready(NODE_NAME).is_ok_and(|s| s.trim() == "True")
             })?,
             "kube-proxy" => await_ready(
                 paths,

@@ -37,6 +37,18 @@ impl Kubectl {
         util::output(&mut self.cmd(args))
     }
 
+    /// The Ready condition's status of `node` as the API has it (`True`
+    /// when ready), untrimmed.
+    pub fn node_ready(&self, node: &str) -> anyhow::Result<String> {
+        self.text(&[
+            "get",
+            "node",
+            node,
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
+        ])
+    }
+
     /// Whether it succeeds (its output is dropped).
     pub fn ok(&self, args: &[&str]) -> bool {
         self.cmd(args)

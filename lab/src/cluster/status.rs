@@ -29,15 +29,7 @@ pub fn run(paths: &Paths) -> anyhow::Result<i32> {
         return Ok(1);
     }
     let k = Kubectl::new(&paths.kubeconfig());
-    let ready = k
-        .text(&[
-            "get",
-            "node",
-            NODE_NAME,
-            "-o",
-            "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
-        ])
-        .unwrap_or_default();
+    let ready = k.node_ready(NODE_NAME).unwrap_or_default();
     up &= line(
         ready.trim() == "True",
         "node",
