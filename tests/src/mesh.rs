@@ -118,28 +118,36 @@ pub fn linkerd_capture(pod: &NetNs, skip: &str) {
     );
 }
 
+/// istio-cni's rule for ambient pods, in the nat table after its
+/// operation (`-A`, `-I`, `-D`): what a process of the node sends to
+/// `pod_ip` leaves from [`AMBIENT_SNAT`].
+pub fn ambient_snat_rule(pod_ip: &str) -> Vec<String> {
+    [
+        "POSTROUTING",
+        "-d",
+        &format!("{pod_ip}/32"),
+        "-p",
+        "tcp",
+        "-m",
+        "owner",
+        "--socket-exists",
+        "-j",
+        "SNAT",
+        "--to-source",
+        AMBIENT_SNAT,
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
 /// Istio ambient mode's rule in the node's namespace: what a process of
 /// the node sends to `pod_ip` leaves from 169.254.7.127. The pod routes
 /// its answer back through the node.
 pub fn ambient_snat(node: &NetNs, pod: &NetNs, pod_ip: &str, node_ip: &str) {
-    iptables(
-        node,
-        &[&[
-            "-A",
-            "POSTROUTING",
-            "-d",
-            &format!("{pod_ip}/32"),
-            "-p",
-            "tcp",
-            "-m",
-            "owner",
-            "--socket-exists",
-            "-j",
-            "SNAT",
-            "--to-source",
-            AMBIENT_SNAT,
-        ]],
-    );
+    let rule = ambient_snat_rule(pod_ip);
+    let mut add = vec!["-A"];
+    add.extend(rule.iter().map(String::as_str));
+    iptables(node, &[&add]);
     pod.exec(
         "ip",
         &["route", "add", &format!("{AMBIENT_SNAT}/32"), "via", node_ip],

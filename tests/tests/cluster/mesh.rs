@@ -313,23 +313,7 @@ struct AmbientSnat {
 
 impl AmbientSnat {
     fn add(pod_ip: &str) -> AmbientSnat {
-        let rule: Vec<String> = [
-            "POSTROUTING",
-            "-d",
-            &format!("{pod_ip}/32"),
-            "-p",
-            "tcp",
-            "-m",
-            "owner",
-            "--socket-exists",
-            "-j",
-            "SNAT",
-            "--to-source",
-            graceful_tests::mesh::AMBIENT_SNAT,
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+        let rule = graceful_tests::mesh::ambient_snat_rule(pod_ip);
         node_iptables("-I", &rule);
         AmbientSnat { rule }
     }
