@@ -156,16 +156,6 @@ fn each_gate_rule_fails_a_broken_copy() {
     assert!(f.is_empty(), "{owner}:{}", report(&f));
 
     type Break = fn(&mut PodSpec, &mut BTreeMap<String, String>);
-    fn get(s: &mut PodSpec) -> &mut HTTPGetAction {
-        let h = s.containers[0]
-            .lifecycle
-            .as_mut()
-            .unwrap()
-            .pre_stop
-            .as_mut()
-            .unwrap();
-        h.http_get.as_mut().unwrap()
-    }
     let breaks: &[(Rule, &str, Break)] = &[
         (Rule::GateOptIn, "no gate annotation", |_, a| {
             a.remove(GATE_ANNOTATION);
@@ -178,35 +168,35 @@ fn each_gate_rule_fails_a_broken_copy() {
             a.insert(GATE_PORT_ANNOTATION.into(), "97x1".into());
         }),
         (Rule::GateTarget, "the hook on a containerPort", |s, a| {
-            get(s).port = IntOrString::Int(8080);
+            pre_stop_get(s).port = IntOrString::Int(8080);
             a.insert(GATE_PORT_ANNOTATION.into(), "8080".into());
         }),
         (Rule::GateTarget, "a named port", |s, _| {
-            get(s).port = IntOrString::String("http".into())
+            pre_stop_get(s).port = IntOrString::String("http".into())
         }),
         (Rule::GateTarget, "a port that is not the gate's", |s, _| {
-            get(s).port = IntOrString::Int(9712)
+            pre_stop_get(s).port = IntOrString::Int(9712)
         }),
         (Rule::GateTarget, "a host", |s, _| {
-            get(s).host = Some("127.0.0.1".into())
+            pre_stop_get(s).host = Some("127.0.0.1".into())
         }),
         (Rule::GateTarget, "HTTPS", |s, _| {
-            get(s).scheme = Some("HTTPS".into())
+            pre_stop_get(s).scheme = Some("HTTPS".into())
         }),
         (Rule::GateQuery, "a typo in the path", |s, _| {
-            get(s).path = Some("/drian?policy=drained&max=25s".into())
+            pre_stop_get(s).path = Some("/drian?policy=drained&max=25s".into())
         }),
         (Rule::GateQuery, "a typo in a key", |s, _| {
-            get(s).path = Some("/drain?polcy=drained&max=25s".into())
+            pre_stop_get(s).path = Some("/drain?polcy=drained&max=25s".into())
         }),
         (Rule::GateQuery, "a bad duration", |s, _| {
-            get(s).path = Some("/drain?policy=drained&max=25q".into())
+            pre_stop_get(s).path = Some("/drain?policy=drained&max=25q".into())
         }),
         (Rule::GateQuery, "after-containers naming no container", |s, _| {
-            get(s).path = Some("/drain?after-containers=app&max=25s".into())
+            pre_stop_get(s).path = Some("/drain?after-containers=app&max=25s".into())
         }),
         (Rule::GateContainer, "container= naming another", |s, _| {
-            get(s).path = Some("/drain?max=25s&container=proxy".into())
+            pre_stop_get(s).path = Some("/drain?max=25s&container=proxy".into())
         }),
         (
             Rule::GateContainer,
@@ -219,7 +209,7 @@ fn each_gate_rule_fails_a_broken_copy() {
             },
         ),
         (Rule::GateFitsGrace, "max past the grace period", |s, _| {
-            get(s).path = Some("/drain?policy=drained&max=32s".into())
+            pre_stop_get(s).path = Some("/drain?policy=drained&max=32s".into())
         }),
         (Rule::GateFitsGrace, "a grace period too short", |s, _| {
             s.termination_grace_period_seconds = Some(20)

@@ -250,6 +250,10 @@ fn the_restricted_example_passes_pod_security_restricted() {
 fn each_pod_security_rule_fails_a_broken_copy() {
     let (ns, _, spec) = restricted_example();
     type Break = fn(&mut PodSpec);
+    /// The first container's securityContext.
+    fn ctx(s: &mut PodSpec) -> &mut SecurityContext {
+        s.containers[0].security_context.as_mut().unwrap()
+    }
     let breaks: &[(Rule, &str, Break)] =
         &[
             (Rule::NoHostVolumes, "the exec gate's hostPath", |s| {
@@ -264,13 +268,13 @@ fn each_pod_security_rule_fails_a_broken_copy() {
                 s.containers[0].ports.as_mut().unwrap()[0].host_port = Some(8080)
             }),
             (Rule::NotPrivileged, "privileged", |s| {
-                s.containers[0].security_context.as_mut().unwrap().privileged = Some(true)
+                ctx(s).privileged = Some(true)
             }),
             (Rule::RunAsNonRoot, "no runAsNonRoot", |s| {
                 s.security_context.as_mut().unwrap().run_as_non_root = None
             }),
             (Rule::RunAsNonRoot, "a container that overrides it", |s| {
-                s.containers[0].security_context.as_mut().unwrap().run_as_non_root = Some(false)
+                ctx(s).run_as_non_root = Some(false)
             }),
             (Rule::RunAsNonRoot, "runAsUser 0", |s| {
                 s.security_context.as_mut().unwrap().run_as_user = Some(0)
@@ -278,33 +282,13 @@ fn each_pod_security_rule_fails_a_broken_copy() {
             (
                 Rule::NoPrivilegeEscalation,
                 "allowPrivilegeEscalation left out",
-                |s| {
-                    s.containers[0]
-                        .security_context
-                        .as_mut()
-                        .unwrap()
-                        .allow_privilege_escalation = None
-                },
+                |s| ctx(s).allow_privilege_escalation = None,
             ),
             (Rule::CapabilitiesDropAll, "drop ALL left out", |s| {
-                s.containers[0]
-                    .security_context
-                    .as_mut()
-                    .unwrap()
-                    .capabilities
-                    .as_mut()
-                    .unwrap()
-                    .drop = None
+                ctx(s).capabilities.as_mut().unwrap().drop = None
             }),
             (Rule::CapabilitiesDropAll, "NET_ADMIN added", |s| {
-                s.containers[0]
-                    .security_context
-                    .as_mut()
-                    .unwrap()
-                    .capabilities
-                    .as_mut()
-                    .unwrap()
-                    .add = Some(vec!["NET_ADMIN".into()])
+                ctx(s).capabilities.as_mut().unwrap().add = Some(vec!["NET_ADMIN".into()])
             }),
             (Rule::SeccompProfile, "Unconfined", |s| {
                 s.security_context
@@ -327,14 +311,7 @@ fn each_pod_security_rule_fails_a_broken_copy() {
                 },
             ),
             (Rule::NoHostInHooksOrProbes, "a host on the preStop hook", |s| {
-                let h = s.containers[0]
-                    .lifecycle
-                    .as_mut()
-                    .unwrap()
-                    .pre_stop
-                    .as_mut()
-                    .unwrap();
-                h.http_get.as_mut().unwrap().host = Some("127.0.0.1".into())
+                pre_stop_get(s).host = Some("127.0.0.1".into())
             }),
         ];
     for (rule, what, brk) in breaks {

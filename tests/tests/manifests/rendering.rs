@@ -197,6 +197,18 @@ pub(super) fn http_hooks(spec: &PodSpec) -> Vec<HttpHook<'_>> {
         .collect()
 }
 
+/// The first container's preStop httpGet, to break in a copy of a spec.
+pub(super) fn pre_stop_get(s: &mut PodSpec) -> &mut HTTPGetAction {
+    let h = s.containers[0]
+        .lifecycle
+        .as_mut()
+        .unwrap()
+        .pre_stop
+        .as_mut()
+        .unwrap();
+    h.http_get.as_mut().unwrap()
+}
+
 /// The settings the agent will run a hook's drain with: annotations over
 /// the hook's own values, the deadline from the grace period by default.
 /// Err names what does not fit: a warning the agent would log, or a
