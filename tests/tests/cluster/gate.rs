@@ -29,6 +29,18 @@ pub fn wait_drain_engaged(cluster: &Cluster, uid: &str, secs: u64) {
     });
 }
 
+/// Deletes the pod `name` and waits (20 s at most) for its app's SIGTERM
+/// in `log`: seconds from the deletion to it on the node's clock, and
+/// seconds since the deletion on the test's.
+pub fn sigterm_after_deletion(ns: &Namespace, name: &str, log: &mut Log) -> (f64, f64) {
+    let deleted = Instant::now();
+    let deleted_ns = monotonic_ns();
+    ns.kubectl(&["delete", "pod", name, "--wait=false"]);
+    let sigterm = graceful_tests::wait_for(20, "the app's SIGTERM", || sigterm_ns(log));
+    let after_s = sigterm.saturating_sub(deleted_ns) as f64 / 1e9;
+    (after_s, deleted.elapsed().as_secs_f64())
+}
+
 /// The start of a held pod's story, for either gate: with 3 clients
 /// connected the pod `name` is deleted; its drain is engaged and, 2 s on,
 /// its app has still had no SIGTERM. Its clients and its app's log.
@@ -172,14 +184,9 @@ fn without_an_agent_the_hook_fails_open_after_its_connect_timeout() {
     let mut log = pod.open_log("app");
 
     let _absent = NoAgent::new(&cluster);
-    let deleted = Instant::now();
-    let deleted_ns = monotonic_ns();
-    ns.kubectl(&["delete", "pod", "alone", "--wait=false"]);
-    let sigterm = graceful_tests::wait_for(20, "the app's SIGTERM", || sigterm_ns(&mut log));
-    let after_s = sigterm.saturating_sub(deleted_ns) as f64 / 1e9;
+    let (after_s, test_s) = sigterm_after_deletion(&ns, "alone", &mut log);
     eprintln!(
-        "with no agent, SIGTERM {after_s:.2} s after the deletion (connect timeout 2 s, --max 20 s; {:.1} s on the test's clock)",
-        deleted.elapsed().as_secs_f64()
+        "with no agent, SIGTERM {after_s:.2} s after the deletion (connect timeout 2 s, --max 20 s; {test_s:.1} s on the test's clock)"
     );
     // The hook starts after the deletion and tries for its 2 s: never
     // sooner; and it fails open, so far from the 20 s deadline.

@@ -4,7 +4,7 @@
 //! last one closes, with a `DrainReleased` Event; with no agent on the
 //! node, nothing listens and the kubelet sends SIGTERM at once.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use graceful_tests::{
     cluster::{
@@ -14,7 +14,10 @@ use graceful_tests::{
     monotonic_ns,
 };
 
-use crate::gate::{deleted_with_clients, events_by, held_until_the_last_close, wait_drain_engaged, NoAgent};
+use crate::gate::{
+    deleted_with_clients, events_by, held_until_the_last_close, sigterm_after_deletion, wait_drain_engaged,
+    NoAgent,
+};
 
 /// A pod of the test app that opts into the httpGet gate, under the
 /// restricted Pod Security rules: non-root, no privilege escalation, every
@@ -91,14 +94,9 @@ fn without_an_agent_an_http_get_hook_fails_open_at_once() {
 
     let _absent = NoAgent::new(&cluster);
     assert!(!graceful_tests::http_hook::listening(&pod.netns(), PORT));
-    let deleted = Instant::now();
-    let deleted_ns = monotonic_ns();
-    ns.kubectl(&["delete", "pod", "alone", "--wait=false"]);
-    let sigterm = graceful_tests::wait_for(20, "the app's SIGTERM", || sigterm_ns(&mut log));
-    let after_s = sigterm.saturating_sub(deleted_ns) as f64 / 1e9;
+    let (after_s, test_s) = sigterm_after_deletion(&ns, "alone", &mut log);
     eprintln!(
-        "with no agent, an httpGet hook's SIGTERM {after_s:.2} s after the deletion ({:.1} s on the test's clock)",
-        deleted.elapsed().as_secs_f64()
+        "with no agent, an httpGet hook's SIGTERM {after_s:.2} s after the deletion ({test_s:.1} s on the test's clock)"
     );
     // Refused at once: no connect timeout to wait out, far from --max.
     assert!(after_s < 2.0, "SIGTERM {after_s:.2} s after the deletion");
