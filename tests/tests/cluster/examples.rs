@@ -67,6 +67,10 @@ impl Exits {
     }
 }
 
+/// How late a load balancer outside the cluster, in front of the pods,
+/// learns of a change: a few seconds (see `cluster::late_lb`).
+pub(crate) const LATE: Duration = Duration::from_secs(3);
+
 /// An example as the test deploys it.
 pub(crate) struct Example<'a> {
     /// Its overlay in tests/overlays.

@@ -14,21 +14,15 @@
 //! balancers outside the cluster do), and those fail; with the app's hook
 //! it comes after its last one, and none does.
 
-use std::time::Duration;
-
 use graceful_tests::{
     cluster::{Cluster, Namespace},
     rollout::load,
 };
 
 use crate::{
-    examples::{assert_no_failures, status, terminate_one, Example, Exits},
+    examples::{assert_no_failures, status, terminate_one, Example, Exits, LATE},
     gate::events_of,
 };
-
-/// How late the load balancer in front of the pods learns of a change:
-/// an external load balancer's few seconds (see `cluster::late_lb`).
-const LATE: Duration = Duration::from_secs(3);
 
 /// One form, deleted under load.
 struct Run {

@@ -17,14 +17,9 @@
 //! - OPA a native sidecar with no hook at all: the kubelet stops OPA after
 //!   the app, but the app itself at the deletion.
 
-use std::time::Duration;
-
 use graceful_tests::cluster::Namespace;
 
-use crate::examples::{status, terminate_one, Example};
-
-/// How late the load balancer learns of a removal.
-const LATE: Duration = Duration::from_secs(3);
+use crate::examples::{status, terminate_one, Example, LATE};
 
 struct Row {
     mode: &'static str,

@@ -20,17 +20,14 @@
 //! the gateway, with the seed's hook, against the same pod with graceful's
 //! httpGet gate, which needs nothing in the image.
 
-use std::time::Duration;
-
 use graceful_tests::cluster::Namespace;
 
 use crate::{
-    examples::{apply_into, assert_no_failures, events, status, terminate_deployed, terminate_one, Example},
+    examples::{
+        apply_into, assert_no_failures, events, status, terminate_deployed, terminate_one, Example, LATE,
+    },
     gate::events_by,
 };
-
-/// How late the load balancer learns of a removal.
-const LATE: Duration = Duration::from_secs(3);
 
 struct Row {
     mode: &'static str,
