@@ -50,13 +50,14 @@ fn turns_file() -> std::path::PathBuf {
 /// phases, since the node's tests are most of the suite's time.
 fn longest_turns(n: usize) -> String {
     let text = std::fs::read_to_string(turns_file()).unwrap_or_default();
-    let mut turns: Vec<(f64, &str)> = text
-        .lines()
-        .filter_map(|l| {
-            let (s, name) = l.split_once('\t')?;
-            Some((s.parse().ok()?, name))
-        })
-        .collect();
+    // A test may take the node more than once (one turn per scene).
+    let mut by_test: std::collections::BTreeMap<&str, f64> = std::collections::BTreeMap::new();
+    for l in text.lines() {
+        if let Some((s, name)) = l.split_once('\t') {
+            *by_test.entry(name).or_default() += s.parse::<f64>().unwrap_or(0.0);
+        }
+    }
+    let mut turns: Vec<(f64, &str)> = by_test.into_iter().map(|(n, s)| (s, n)).collect();
     if turns.is_empty() {
         return String::new();
     }
