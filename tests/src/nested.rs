@@ -84,6 +84,15 @@ pub fn shaped_namespace() -> Result<NetNs, String> {
     Ok(ns)
 }
 
+/// The packets waiting in the shaped loopback's qdisc (`tc -s qdisc`'s
+/// `backlog ... Np`); `None` if it cannot be read.
+fn qdisc_backlog(ns: &NetNs) -> Option<u64> {
+    let out = ns.exec("tc", &["-s", "qdisc", "show", "dev", "lo"]);
+    let after = out.split("backlog ").nth(1)?;
+    let packets = after.split_whitespace().nth(1)?;
+    packets.strip_suffix('p')?.parse().ok()
+}
+
 /// The agent's live figures of `cg` against `ss`'s in `ns`, waited for
 /// until they agree or `limit` passes: the last of each.
 fn agree(agent: &Agent, cg: &Cgroup, ns: &NetNs, limit: Duration) -> (View, View) {
@@ -132,11 +141,22 @@ pub fn run(agent: &Agent, ns: &NetNs, n: u64) -> Outcome {
             holder.cmd("close-out 60 rst");
         }
     });
-    // The last closes may still be on their way through the qdisc.
-    crate::wait_for(30, "the churn's last closes", || {
-        let held = |cg: &Cgroup| oracle::view(Some(ns), cg.path());
-        (held(&server_cg).inbound_live == 200 && held(&client_cg).outbound_live == 200).then_some(())
+    // The last closes may still be on their way through the qdisc, which
+    // holds up to 26.8 s of packets at its rate (`tc qdisc show`'s `lat`):
+    // its queue drained first, then the 200 held connections, as `ss`
+    // sees them, in each cgroup.
+    crate::wait_for(90, "the shaped loopback's queue to drain", || {
+        (qdisc_backlog(ns)? == 0).then_some(())
     });
+    crate::wait_equal(
+        30,
+        "the churn's last closes (inbound, outbound live)",
+        (200, 200),
+        || {
+            let held = |cg: &Cgroup| oracle::view(Some(ns), cg.path());
+            (held(&server_cg).inbound_live, held(&client_cg).outbound_live)
+        },
+    );
     let mut drift = Vec::new();
     let check = |what: &str, drift: &mut Vec<String>| {
         let mut ok = true;
