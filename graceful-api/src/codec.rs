@@ -315,4 +315,4 @@ impl Reader<'_> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -1,13 +1,17 @@
-//! The drain gate's wire contract, shared by the agent and the fuzz
-//! targets: what a pod may ask (`POST /v1/drain`), and the names of the
-//! policies and release reasons that reports carry; and the httpGet
-//! gate's query ([`hook_query`]), with the durations it carries
+//! The agent's wire contract, shared by the agent, its clients and the
+//! fuzz targets: what a pod may ask (`POST /v1/drain`), and the names of
+//! the policies and release reasons that reports carry; what the agent
+//! answers ([`drain`]: the hook's lines, a drain's report, the drains in
+//! progress and their feed, the caller's view, an error), written with
+//! serde and read by graceful-wait with the std-only [`codec`]; the
+//! httpGet gate's query ([`hook_query`]), with the durations it carries
 //! ([`duration`]); and the local API's answers with the tables every
 //! client prints from them ([`views`]).
 
 use serde::{Deserialize, Serialize};
 
 pub mod codec;
+pub mod drain;
 pub mod duration;
 pub mod exclusions;
 pub mod hook_query;

@@ -45,8 +45,3 @@ pub mod node;
 pub mod serve;
 pub mod share;
 pub mod sync;
-
-/// For `skip_serializing_if`: a tally of zero is left out of the JSON.
-pub(crate) fn is_zero(n: &u64) -> bool {
-    *n == 0
-}

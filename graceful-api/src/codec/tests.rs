@@ -4,8 +4,9 @@ use serde_json::Value;
 use super::*;
 use crate::{Point, Policy, Resumed};
 
-fn text() -> impl Strategy<Value = String> {
-    // Quotes, backslashes, control characters, non-ASCII and astral ones.
+/// Text with quotes, backslashes, control characters, non-ASCII and astral
+/// characters: what a pod name or a warning could hold.
+pub(crate) fn text() -> impl Strategy<Value = String> {
     proptest::collection::vec(
         prop_oneof![
             any::<char>(),

@@ -7,7 +7,7 @@ use std::{io, path::Path, time::Duration};
 use graceful_wait::http::{self, Response};
 use serde::de::DeserializeOwned;
 
-use crate::serve::reply::ErrorBody;
+use graceful_api::drain::ErrorBody;
 
 /// How long one answer may take: the API answers from memory and the maps.
 const READ_TIMEOUT: Duration = Duration::from_secs(10);

@@ -9,7 +9,10 @@ use std::{
     time::Duration,
 };
 
-use graceful_api::{Accepted, DrainRequest, Resumed, Scope};
+use graceful_api::{
+    drain::{ActiveDrain, DrainReport},
+    Accepted, DrainRequest, Resumed, Scope,
+};
 use graceful_common::{clock::monotonic_ns, CgroupCounters};
 use tracing::{info, info_span, warn, Instrument as _, Span};
 
@@ -20,7 +23,6 @@ use super::{
     pod_kube::PodKube,
     policy::{Params, Policy},
     publish::{Released, Sinks},
-    report::{ActiveDrain, DrainReport},
     scope::{after_dirs, cgroups_of, pod_of, Refusal, Subject, Target},
     settings::{self, PodFacts},
     table::Drains,

@@ -5,57 +5,17 @@ use std::time::Duration;
 
 use graceful_api::Resumed;
 use graceful_common::{clock::monotonic_ns, watch};
-use serde::Serialize;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::policy::{decide, Decision, Observed, Params, Policy, Reason};
 use crate::kernel::bpf::{Kernel, MapError};
 
-/// One point of the inbound timeline: milliseconds since the drain started.
-pub use graceful_api::Point;
-
-/// How a drain ended. The field names are a contract (the gate's last
-/// line, `graceful drains -o json`).
-#[derive(Clone, Debug, Serialize, serde::Deserialize)]
-pub struct Report {
-    pub reason: Reason,
-    pub policy: Policy,
-    pub waited_ms: u64,
-    pub inbound_at_start: u64,
-    pub peak_inbound: u64,
-    pub inbound_at_release: u64,
-    /// Inbound connections opened during the drain.
-    pub new_connections: u64,
-    /// CLOCK_MONOTONIC ns.
-    pub start_ns: u64,
-    pub release_ns: u64,
-    /// Milliseconds from the last inbound close to the release (when released as drained).
-    pub after_last_close_ms: Option<u64>,
-    pub timeline: Vec<Point>,
-    pub cgroups: Vec<u64>,
-    /// What the exclusions left out (`ignore-ports`, `ignore-peers`), a
-    /// rule each, in the order written: every figure above counts the
-    /// other connections only. Absent for a drain without exclusions.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub ignored: Vec<Ignored>,
-    /// Connections the exclusions left out that were live at the release.
-    #[serde(default, skip_serializing_if = "crate::is_zero")]
-    pub ignored_at_release: u64,
-    /// The counts may have been short (the counters map was full), and
-    /// the drain was held to its deadline for it.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub uncounted: bool,
-}
-
-/// One exclusion rule and what it left out.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub struct Ignored {
-    /// As written: a port (`9090`), `node`, or a network (`10.0.0.0/8`).
-    pub rule: String,
-    /// Inbound connections it left out: those live as the drain started,
-    /// and those opened since.
-    pub connections: u64,
-}
+/// How a drain ended, what its exclusions left out, and one point of its
+/// inbound timeline: the contract's types, which every client reads.
+pub use graceful_api::{
+    drain::{Ignored, Report},
+    Point,
+};
 
 /// What the counters say of `cgroups`, with the connections the exclusions
 /// leave out taken away when the drain has them (`excluding`), and those

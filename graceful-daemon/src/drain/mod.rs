@@ -15,7 +15,8 @@
 //! - [`stop_order`]: the order the kubelet stops a pod's containers in
 //!   (native sidecars last), and the waits it makes impossible;
 //! - [`table`]: the drains in progress, the history and their feed;
-//! - [`report`]: a drain as the rest of the agent sees it;
+//! - a drain as every client reads it (its report, in progress, the feed) is
+//!   the contract's: `graceful_api::drain`;
 //! - [`publish`]: a released drain's report to its sinks;
 //! - [`pod_kube`]: what drains take from the Kubernetes API, and their Events;
 //! - [`terminations`]: the report every terminating pod gets, gated or not:
@@ -28,7 +29,6 @@ pub mod hook;
 pub mod pod_kube;
 pub mod policy;
 pub mod publish;
-pub mod report;
 pub mod scope;
 pub mod settings;
 pub mod stop_order;

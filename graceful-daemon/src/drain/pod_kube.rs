@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
-use super::{policy::Reason, report::DrainReport, settings::PodFacts, stop_order};
+use graceful_api::drain::DrainReport;
+
+use super::{policy::Reason, settings::PodFacts, stop_order};
 use crate::{
     duration,
     node::kube::{pod::ContainerKind, EventPoster, PodRef, PodStore},

@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use tracing::{info, Span};
 
-use super::{pod_kube::PodKube, report::DrainReport, table::Active};
+use graceful_api::drain::DrainReport;
+
+use super::{pod_kube::PodKube, table::Active};
 use crate::metrics::Recorder;
 
 /// The sinks of a released drain other than the hook.

@@ -12,8 +12,8 @@ use std::{
 
 use tokio::sync::broadcast;
 
-use super::report::{ActiveDrain, DrainEvent, DrainReport};
 use crate::{metrics::Recorder, sync};
+use graceful_api::drain::{ActiveDrain, DrainEvent, DrainReport};
 
 /// Reports kept for `graceful drains`.
 pub const HISTORY: usize = 1000;

@@ -296,7 +296,7 @@ pub fn answer_now(stream: &impl AsRawFd, status: http::StatusCode, message: &str
 
 /// A whole response: `status` and `message` as one JSON line.
 fn canned(status: http::StatusCode, message: &str) -> Vec<u8> {
-    let body = crate::serve::reply::line_bytes(&crate::serve::reply::ErrorBody {
+    let body = crate::serve::reply::line_bytes(&graceful_api::drain::ErrorBody {
         error: message.to_string(),
     });
     let head = format!(

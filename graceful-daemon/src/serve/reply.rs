@@ -8,16 +8,13 @@ use bytes::Bytes;
 use http::{Response, StatusCode};
 use http_body_util::{combinators::BoxBody, BodyExt, Full, StreamBody};
 use hyper::body::Frame;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use tokio_stream::{wrappers::ReceiverStream, StreamExt as _};
 
 pub type Body = BoxBody<Bytes, Infallible>;
 
 /// Every error body: one line a person can act on.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct ErrorBody {
-    pub error: String,
-}
+pub use graceful_api::drain::ErrorBody;
 
 /// `v` as one JSON line.
 pub fn line_bytes<T: Serialize>(v: &T) -> Bytes {

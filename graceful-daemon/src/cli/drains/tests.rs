@@ -4,10 +4,9 @@ use super::*;
 
 #[test]
 fn exclusions_show_as_rules_held_and_counts_released() {
-    use crate::drain::{
-        engine::{Ignored, Report},
-        policy::{Policy, Reason},
-        report::{ActiveDrain, DrainReport, Scope},
+    use graceful_api::{
+        drain::{ActiveDrain, DrainReport, Ignored, Report},
+        Policy, Reason, Scope,
     };
     let active = |pod: &str, ignoring: &[&str]| ActiveDrain {
         id: 1,

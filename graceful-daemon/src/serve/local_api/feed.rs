@@ -12,12 +12,12 @@
 use std::{sync::Arc, time::Duration};
 
 use bytes::Bytes;
+use graceful_api::drain::DrainEvent;
 use serde::Serialize;
 use tokio::sync::{broadcast, mpsc};
 
 use super::node::Node;
 use crate::{
-    drain::report::DrainEvent,
     drain::terminations::{recv, TerminationReport},
     node::resolver::{counts::PodView, index::Change},
     serve::reply::{line_bytes, ndjson, Body},

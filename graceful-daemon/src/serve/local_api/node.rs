@@ -10,12 +10,12 @@ use std::{
     },
 };
 
+use graceful_api::drain::{ActiveDrain, DrainReport};
 use graceful_common::{stat, CgroupCounters};
 use serde::Serialize;
 
 use crate::{
     drain::{
-        report::{ActiveDrain, DrainReport},
         table::Drains as DrainTable,
         terminations::{TerminationReport, Terminations, Watched},
     },
