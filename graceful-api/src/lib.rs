@@ -3,13 +3,16 @@
 //! the policies and release reasons that reports carry; what the agent
 //! answers ([`drain`]: the hook's lines, a drain's report, the drains in
 //! progress and their feed, the caller's view, an error), written with
-//! serde and read by graceful-wait with the std-only [`codec`]; the
+//! serde and read by graceful-wait with the std-only [`codec`] over the
+//! std-only [`client`] (Linux); the
 //! httpGet gate's query ([`hook_query`]), with the durations it carries
 //! ([`duration`]); and the local API's answers with the tables every
 //! client prints from them ([`views`]).
 
 use serde::{Deserialize, Serialize};
 
+#[cfg(target_os = "linux")]
+pub mod client;
 pub mod codec;
 pub mod drain;
 pub mod duration;

@@ -12,9 +12,9 @@
 //! less safe than Kubernetes alone. The last line on stdout is one JSON
 //! object: the report.
 
-use graceful_api::codec;
+use graceful_api::{client as http, codec};
 use graceful_wait::{
-    args, http,
+    args,
     seen::{request, Seen},
     server,
 };

@@ -3,8 +3,10 @@
 //! and it reads each line's members as the agent's serde would
 //! (`graceful_api::codec`, which the hook uses without serde).
 
-use graceful_api::codec::{fields, Field};
-use graceful_wait::http::read_head;
+use graceful_api::{
+    client::read_head,
+    codec::{fields, Field},
+};
 use serde_json::Value;
 
 /// The target: panics if `data` breaks what this file asserts.

@@ -4,10 +4,11 @@
 
 use std::{io, path::Path, time::Duration};
 
-use graceful_wait::http::{self, Response};
+use graceful_api::{
+    client::{self as http, Response},
+    drain::ErrorBody,
+};
 use serde::de::DeserializeOwned;
-
-use graceful_api::drain::ErrorBody;
 
 /// How long one answer may take: the API answers from memory and the maps.
 const READ_TIMEOUT: Duration = Duration::from_secs(10);

@@ -112,7 +112,7 @@ impl Agent {
             .context("the agent has no API socket of the bench's")?;
         let stream = std::os::unix::net::UnixStream::connect(sock)
             .with_context(|| format!("connect to {}", sock.display()))?;
-        let mut r = graceful_wait::http::get(stream, path, Some(Duration::from_secs(10)))
+        let mut r = graceful_api::client::get(stream, path, Some(Duration::from_secs(10)))
             .with_context(|| format!("GET {path}"))?;
         let mut lines = Vec::new();
         while let Some(l) = r.next_line().with_context(|| format!("read GET {path}"))? {

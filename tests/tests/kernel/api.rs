@@ -200,7 +200,7 @@ fn every_endpoint_answers_with_real_counts_and_a_real_drain() {
         let sock = agent.api_sock();
         std::thread::spawn(move || {
             let s = std::os::unix::net::UnixStream::connect(sock).unwrap();
-            let mut r = graceful_wait::http::get(s, "/v1/events", Some(Duration::from_secs(20))).unwrap();
+            let mut r = graceful_api::client::get(s, "/v1/events", Some(Duration::from_secs(20))).unwrap();
             assert_eq!(r.status, 200);
             while let Ok(Some(l)) = r.next_line() {
                 let v: Value = serde_json::from_str(&l).unwrap();

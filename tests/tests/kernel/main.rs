@@ -154,7 +154,7 @@ pub fn repaired_sockets(agent: &Agent) -> u64 {
 pub fn metric(agent: &Agent, name: &str) -> u64 {
     let s = std::os::unix::net::UnixStream::connect(agent.api_sock()).expect("the agent's API");
     let mut r =
-        graceful_wait::http::get(s, "/metrics", Some(std::time::Duration::from_secs(5))).expect("/metrics");
+        graceful_api::client::get(s, "/metrics", Some(std::time::Duration::from_secs(5))).expect("/metrics");
     let prefix = format!("{name} ");
     while let Ok(Some(l)) = r.next_line() {
         if let Some(v) = l.strip_prefix(&prefix) {
@@ -171,7 +171,7 @@ pub fn kernel_figures(agent: &Agent) -> String {
     let Ok(s) = std::os::unix::net::UnixStream::connect(agent.api_sock()) else {
         return "(the agent's API is not answering)".into();
     };
-    let Ok(mut r) = graceful_wait::http::get(s, "/metrics", Some(std::time::Duration::from_secs(5))) else {
+    let Ok(mut r) = graceful_api::client::get(s, "/metrics", Some(std::time::Duration::from_secs(5))) else {
         return "(no answer from /metrics)".into();
     };
     let mut out = String::new();

@@ -13,7 +13,7 @@ use super::*;
 /// One series' value from the agent's `/metrics`.
 fn metric(agent: &Agent, series: &str) -> Option<f64> {
     let s = std::os::unix::net::UnixStream::connect(agent.api_sock()).ok()?;
-    let mut r = graceful_wait::http::get(s, "/metrics", Some(std::time::Duration::from_secs(5))).ok()?;
+    let mut r = graceful_api::client::get(s, "/metrics", Some(std::time::Duration::from_secs(5))).ok()?;
     while let Ok(Some(l)) = r.next_line() {
         if let Some(v) = l.strip_prefix(series).and_then(|v| v.strip_prefix(' ')) {
             return v.trim().parse().ok();

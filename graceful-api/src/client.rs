@@ -1,5 +1,9 @@
-//! Just enough HTTP/1.1 over a unix socket: one request, a response whose
-//! body (chunked or not) is read line by line as it streams in.
+//! The agent's clients' one HTTP/1.1 client, std only: one request over a
+//! unix socket, and a response whose body (chunked or not) is read line by
+//! line as it streams in. graceful-wait's hook (static, in every pod that
+//! opts in), the `graceful` CLI against the local API, the tests and the
+//! lab use it; the agent's servers are hyper. Linux only: it reaches the
+//! abstract socket of a pod's network namespace.
 
 use std::{
     io::{self, BufRead, BufReader, Write},
