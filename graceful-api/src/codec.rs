@@ -314,5 +314,6 @@ impl Reader<'_> {
     }
 }
 
-#[cfg(test)]
+// Its tests read and write with serde (the default feature).
+#[cfg(all(test, feature = "serde"))]
 pub(crate) mod tests;

@@ -11,8 +11,6 @@ use std::{
     net::{IpAddr, Ipv6Addr},
 };
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
 use crate::{clip, MAX_ECHO};
 
 /// Most ports one drain may leave out.
@@ -60,15 +58,17 @@ impl fmt::Display for Peer {
     }
 }
 
-impl Serialize for Peer {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+#[cfg(feature = "serde")]
+impl serde::Serialize for Peer {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(self)
     }
 }
 
-impl<'de> Deserialize<'de> for Peer {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
+#[cfg(feature = "serde")]
+impl<'de> serde::Deserialize<'de> for Peer {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = <String as serde::Deserialize>::deserialize(d)?;
         peer(&s).map_err(serde::de::Error::custom)
     }
 }
@@ -161,5 +161,6 @@ pub fn mask(len: u8) -> u128 {
     }
 }
 
-#[cfg(test)]
+// Its tests read and write with serde (the default feature).
+#[cfg(all(test, feature = "serde"))]
 mod tests;

@@ -9,15 +9,15 @@
 //! ([`duration`]); and the local API's answers with the tables every
 //! client prints from them ([`views`]).
 
-use serde::{Deserialize, Serialize};
-
 #[cfg(target_os = "linux")]
 pub mod client;
 pub mod codec;
+#[cfg(feature = "serde")]
 pub mod drain;
 pub mod duration;
 pub mod exclusions;
 pub mod hook_query;
+#[cfg(feature = "serde")]
 pub mod views;
 
 pub use exclusions::Peer;
@@ -52,8 +52,9 @@ pub const POD_API_PORT: u16 = 9465;
 pub const MAX_BODY: usize = 64 * 1024;
 
 /// How a drain decides it is done.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
 pub enum Policy {
     /// Live inbound connections have been zero for `settle`, and none arrived meanwhile.
     Drained,
@@ -73,8 +74,9 @@ impl Policy {
 }
 
 /// Why a drain was released. The names are the report's contract.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "kebab-case"))]
 pub enum Reason {
     Drained,
     Quiet,
@@ -96,8 +98,9 @@ impl Reason {
 }
 
 /// Which connections a drain counts.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
 pub enum Scope {
     /// The whole pod's inbound connections (sidecars that must outlive the app).
     #[default]
@@ -110,31 +113,32 @@ pub enum Scope {
 /// leave out comes from the pod's annotations or the agent's defaults (the
 /// deadline from the pod's terminationGracePeriodSeconds), and an
 /// annotation overrides a flag. The agent answers with [`Accepted`] first.
-#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 pub struct DrainRequest {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
     pub policy: Option<Policy>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
     pub scope: Option<Scope>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
     pub min_ms: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
     pub max_ms: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
     pub settle_ms: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
     pub quiet_ms: Option<u64>,
     /// Release once these containers of the same pod have exited (names,
     /// once the Kubernetes API has told them, or id prefixes).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
     pub after_containers: Option<Vec<String>>,
     /// `ignore-ports` and `ignore-peers` as the hook was given them: the
     /// agent parses them as it does the annotations (see [`exclusions`]),
     /// so a bad value is reported and the drain runs without it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
     pub ignore_ports: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
     pub ignore_peers: Option<String>,
     /// When the client started waiting (Unix ms). A client that reconnects
     /// after an agent restart sends the same value, so the drain continues
@@ -144,13 +148,14 @@ pub struct DrainRequest {
     /// What a client that reconnects saw of the drain before (the agent
     /// it asked then has restarted, and its memory with it): the report
     /// carries these values on.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
     pub resumed: Option<Resumed>,
 }
 
 /// One point of a drain's inbound timeline: milliseconds since the drain
 /// started, and the live inbound count from then on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Point {
     pub ms: u64,
     pub inbound: u64,
@@ -158,8 +163,9 @@ pub struct Point {
 
 /// The earlier attempts of a drain, as its client saw them in their
 /// progress lines.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 pub struct Resumed {
     pub inbound_at_start: u64,
     pub peak_inbound: u64,
@@ -210,8 +216,9 @@ pub const DEFAULT_QUIET_MS: u64 = 5000;
 pub const DEFAULT_MAX_MS: u64 = 25_000;
 
 /// Where an effective setting came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "kebab-case"))]
 pub enum Source {
     /// A pod annotation naming this container.
     ContainerAnnotation,
@@ -228,7 +235,8 @@ pub enum Source {
 /// each came from, and what was wrong with the ones given (a deadline at or
 /// past the grace period, an annotation that does not parse). The hook
 /// takes its deadline from here.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Accepted {
     pub policy: Policy,
     pub scope: Scope,
@@ -238,9 +246,9 @@ pub struct Accepted {
     pub quiet_ms: u64,
     pub after_containers: Vec<String>,
     /// Local ports and peers whose connections the drain leaves out.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Vec::is_empty"))]
     pub ignore_ports: Vec<u16>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Vec::is_empty"))]
     pub ignore_peers: Vec<Peer>,
     /// The grace period in effect for the pod (the deletion's own, else the
     /// spec's), when the API has told it.
@@ -250,6 +258,7 @@ pub struct Accepted {
     pub warnings: Vec<String>,
 }
 
+#[cfg(feature = "serde")]
 impl DrainRequest {
     /// Parses and checks a request body: the one place untrusted bytes
     /// from a pod become a drain (fuzzed by `fuzz/fuzz_targets/drain_request.rs`).
@@ -314,6 +323,7 @@ pub fn check_containers(names: &[String]) -> Result<(), String> {
 
 /// Error messages quote the request (an unknown variant, say): keep them
 /// one line, and short, whatever the pod sent.
+#[cfg(feature = "serde")]
 fn one_line(s: &str) -> String {
     let s: String = s.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
     clip(&s, 4 * MAX_ECHO)
@@ -334,5 +344,6 @@ pub fn clip(s: &str, max: usize) -> String {
     }
 }
 
-#[cfg(test)]
+// Its tests read and write with serde (the default feature).
+#[cfg(all(test, feature = "serde"))]
 mod tests;

@@ -221,13 +221,15 @@ impl Built {
 }
 
 /// The agent's static binaries (release, musl), as the Containerfile's
-/// builder makes them; returns their directory.
+/// builder makes them, one package at a time (graceful-wait alone keeps
+/// graceful-api's serde feature off); returns their directory.
 pub fn static_binaries() -> anyhow::Result<PathBuf> {
-    let mut cmd = util::cargo();
-    cmd.args(["build", "--release", "--locked", "--target", MUSL])
-        .args(["-p", "graceful-daemon", "-p", "graceful-wait"]);
-    println!("==> {}", util::display(&cmd));
-    util::run(&mut cmd).context("the static build of the agent failed")?;
+    for package in ["graceful-daemon", "graceful-wait"] {
+        let mut cmd = util::cargo();
+        cmd.args(["build", "--release", "--locked", "--target", MUSL, "-p", package]);
+        println!("==> {}", util::display(&cmd));
+        util::run(&mut cmd).with_context(|| format!("the static build of {package} failed"))?;
+    }
     Ok(util::target_dir().join(MUSL).join("release"))
 }
 
