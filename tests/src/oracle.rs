@@ -24,3 +24,13 @@ pub fn sockets(ns: Option<&NetNs>, cgroup: &str) -> String {
 pub fn view(ns: Option<&NetNs>, cgroup: &str) -> View {
     graceful_test_support::ss::view(|args| ss(ns, args), cgroup)
 }
+
+/// [`view`] once it shows `inbound` live inbound connections (`secs` at
+/// most, then a panic naming `what`): after a client's close, the server's
+/// socket stays live (CLOSE-WAIT) until the server's own close, which comes
+/// when the server next runs.
+pub fn view_settled(ns: Option<&NetNs>, cgroup: &str, inbound: u64, secs: u64, what: &str) -> View {
+    crate::wait_for(secs, what, || {
+        Some(view(ns, cgroup)).filter(|v| v.inbound_live == inbound)
+    })
+}

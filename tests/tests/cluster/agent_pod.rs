@@ -135,8 +135,8 @@ fn graceful_pods_names_real_pods_with_counts_equal_to_ss() {
     let netns = pod.netns();
     let cgroup = pod.container_cgroup("app");
     let check = |want_inbound: u64| {
-        let kernel = oracle::view(Some(&netns), &cgroup);
-        assert_eq!(kernel.inbound_live, want_inbound, "ss in the pod's namespace");
+        let what = format!("ss in the pod's namespace to show {want_inbound} inbound");
+        let kernel = oracle::view_settled(Some(&netns), &cgroup, want_inbound, 10, &what);
         // The agent's figures settle as its events arrive: wait for them.
         let found = graceful_tests::wait_for(10, "graceful pods to show the kernel's counts", || {
             let out = cluster.agent(&["pods", "-o", "json"]);

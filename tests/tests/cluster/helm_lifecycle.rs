@@ -66,8 +66,8 @@ fn took_both_hooks(cluster: &Cluster, pod: &str, during: &str) {
 /// The agent's count of `pod`'s app container (through `graceful pods`
 /// in the agent's pod) equals ss's, which is `want`.
 fn counts_match(cluster: &Cluster, ns: &Namespace, pod: &Pod, want: u64, when: &str) {
-    let kernel = oracle::view(Some(&pod.netns()), &pod.container_cgroup("app"));
-    assert_eq!(kernel.inbound_live, want, "{when}: ss in the pod's namespace");
+    let what = format!("{when}: ss in the pod's namespace to show {want} inbound");
+    let kernel = oracle::view_settled(Some(&pod.netns()), &pod.container_cgroup("app"), want, 10, &what);
     graceful_tests::wait_for(20, &format!("{when}: graceful pods to show ss's count"), || {
         let out = cluster.agent(&["pods", "-o", "json"]);
         let pods: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
@@ -267,8 +267,14 @@ fn helm_installs_over_deploy_base_upgrades_mid_drain_and_uninstalls_as_documente
     // With no agent at all, the kernel programs count on.
     assert_eq!(pinned_count(&server), 5, "the pinned count with no agent");
     clients.close_some(2);
-    let kernel = oracle::view(Some(&server.netns()), &server.container_cgroup("app"));
-    assert_eq!(kernel.inbound_live, 3);
+    let what = "ss to show the 3 connections left";
+    oracle::view_settled(
+        Some(&server.netns()),
+        &server.container_cgroup("app"),
+        3,
+        10,
+        what,
+    );
     graceful_tests::wait_for(10, "the pinned count to follow the closes", || {
         (pinned_count(&server) == 3).then_some(())
     });
