@@ -188,3 +188,33 @@ fn the_readme_is_a_front_door() {
         "{first_block}"
     );
 }
+
+/// The chart's NOTES.txt, which `helm install` prints, names pages of the
+/// repository as `docs/<page>.md`, and a section as `docs/<page>.md,
+/// "<heading>"`: each page exists and each section is one of its headings.
+#[test]
+fn the_charts_notes_name_real_pages_and_sections() {
+    let notes = std::fs::read_to_string(root().join("deploy/helm/graceful/templates/NOTES.txt")).unwrap();
+    let text = notes.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut named = 0;
+    for (i, _) in text.match_indices("docs/") {
+        let rest = &text[i..];
+        let Some(end) = rest.find(".md") else { continue };
+        let page = &rest[..end + 3];
+        let path = root().join(page);
+        assert!(path.is_file(), "NOTES.txt names {page}, which does not exist");
+        named += 1;
+        if let Some(quoted) = rest[end + 3..].strip_prefix(", \"") {
+            let heading = quoted.split('"').next().unwrap();
+            let page_text = std::fs::read_to_string(&path).unwrap();
+            assert!(
+                anchors(&page_text).contains(&slug(heading)),
+                "NOTES.txt names the section \"{heading}\" of {page}, which has no such heading"
+            );
+        }
+    }
+    assert!(
+        named >= 2,
+        "NOTES.txt names {named} pages: did its wording change?"
+    );
+}
