@@ -11,7 +11,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Accepted, Point, Policy, Reason, Scope};
+use crate::{is_zero, Accepted, Point, Policy, Reason, Scope};
 
 #[cfg(test)]
 mod tests;
@@ -131,9 +131,4 @@ pub enum DrainEvent {
     /// The hook went away before its release (the container was killed, or
     /// the hook's own timeout): nothing more to report.
     DrainAbandoned(ActiveDrain),
-}
-
-/// For `skip_serializing_if`: a tally of zero is left out.
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }

@@ -321,6 +321,12 @@ pub fn check_containers(names: &[String]) -> Result<(), String> {
     Ok(())
 }
 
+/// For `skip_serializing_if`: a tally of zero is left out of the JSON.
+#[cfg(feature = "serde")]
+pub(crate) fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// Error messages quote the request (an unknown variant, say): keep them
 /// one line, and short, whatever the pod sent.
 #[cfg(feature = "serde")]

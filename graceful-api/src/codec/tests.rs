@@ -24,6 +24,14 @@ pub(crate) fn text() -> impl Strategy<Value = String> {
     .prop_map(|c| c.into_iter().collect())
 }
 
+pub(crate) fn policy() -> impl Strategy<Value = Policy> {
+    prop_oneof![Just(Policy::Drained), Just(Policy::Quiet)]
+}
+
+pub(crate) fn scope() -> impl Strategy<Value = Scope> {
+    prop_oneof![Just(Scope::Pod), Just(Scope::Container)]
+}
+
 fn request_strategy() -> impl Strategy<Value = DrainRequest> {
     let durations = proptest::array::uniform4(proptest::option::of(any::<u64>()));
     let resumed = proptest::option::of(
@@ -39,8 +47,8 @@ fn request_strategy() -> impl Strategy<Value = DrainRequest> {
             }),
     );
     (
-        proptest::option::of(prop_oneof![Just(Policy::Drained), Just(Policy::Quiet)]),
-        proptest::option::of(prop_oneof![Just(Scope::Pod), Just(Scope::Container)]),
+        proptest::option::of(policy()),
+        proptest::option::of(scope()),
         durations,
         proptest::option::of(proptest::collection::vec(text(), 0..3)),
         proptest::option::of(text()),
@@ -132,7 +140,7 @@ proptest! {
 }
 
 /// The member `key` of the object `line`, as graceful-wait reads it.
-fn field(line: &str, key: &str) -> Option<Field> {
+pub(crate) fn field(line: &str, key: &str) -> Option<Field> {
     last(&fields(line)?, key).cloned()
 }
 

@@ -4,17 +4,12 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::{
-    codec::{fields, last, tests::text},
+    codec::{
+        fields,
+        tests::{field, policy, scope, text},
+    },
     Source,
 };
-
-fn policy() -> impl Strategy<Value = Policy> {
-    prop_oneof![Just(Policy::Drained), Just(Policy::Quiet)]
-}
-
-fn scope() -> impl Strategy<Value = Scope> {
-    prop_oneof![Just(Scope::Pod), Just(Scope::Container)]
-}
 
 fn accepted() -> impl Strategy<Value = Accepted> {
     (
@@ -117,7 +112,7 @@ fn line() -> impl Strategy<Value = Line> {
 /// A member of `line` as graceful-wait reads it: decoded if a string, its
 /// JSON text otherwise.
 fn member(line: &str, key: &str) -> Option<String> {
-    last(&fields(line)?, key).map(|f| f.text().to_owned())
+    field(line, key).map(|f| f.text().to_owned())
 }
 
 fn json<T: Serialize>(v: &T) -> String {

@@ -7,10 +7,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::table::{dash, n, table};
-
-fn is_zero(v: &u64) -> bool {
-    *v == 0
-}
+use crate::is_zero;
 
 /// Kubernetes QoS class, read from the kubepods sub-hierarchy the pod sits in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
