@@ -25,3 +25,24 @@ fn plain_bodies_and_errors() {
     assert!(lines(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n").is_err());
     assert!(lines(b"HTTP/1.1 200 OK\r\n").is_err());
 }
+
+/// Whoever answers on the socket (an impostor, another server) cannot make
+/// the hook buffer without end: a line that never ends, plain or chunked,
+/// is an error once it passes the bound, after reading no more than that.
+#[test]
+fn an_endless_line_is_refused_at_the_bound() {
+    use std::io::{BufReader, Read as _};
+    let endless = |head: &'static [u8]| BufReader::new(head.chain(io::repeat(b'x')));
+    let mut plain = read_head(endless(b"HTTP/1.1 200 OK\r\n\r\n")).unwrap();
+    let e = plain.next_line_within(4096).unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
+    // The default bound, 1 MiB, on an endless stream: an error, not memory.
+    assert!(plain.next_line().is_err());
+    // One chunk as large as a chunk size can say, all one line.
+    let huge = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nffffffffff\r\n";
+    let e = read_head(endless(huge))
+        .unwrap()
+        .next_line_within(4096)
+        .unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
+}
