@@ -74,8 +74,9 @@ pub struct Args {
     /// Fetch the kernels and build the guests' binaries, then stop: CI
     /// does this at the lowest priority beside the node's tests, which
     /// leave the CPU mostly idle, so that the run after it only boots the
-    /// guests (the build took 390 s that way, from an empty target
-    /// directory).
+    /// guests (from an empty target directory: 390 s beside the node's
+    /// tests, 747 s in a rehearsal of CI, where it also ran beside the
+    /// kernel tests).
     #[arg(long)]
     prepare: bool,
     /// The watchdog's time limit per guest, in seconds. It is there to stop
