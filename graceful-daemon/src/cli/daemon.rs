@@ -77,7 +77,8 @@ pub struct Args {
     #[arg(long, env = "GRACEFUL_API_ADDR", default_value = crate::serve::local_api::DEFAULT_ADDR, value_parser = api_addr)]
     pub api_addr: String,
     /// TCP address that serves only /metrics, /healthz and /readyz: the
-    /// DaemonSet puts it on the pod's own address (0.0.0.0:9464) for
+    /// DaemonSet puts it on every address of the pod (`:9464`: IPv6 and
+    /// IPv4 on one socket, or IPv4 alone where the pod has no IPv6) for
     /// Prometheus and the probes, so that nothing naming pods or drains is
     /// readable from the pod network. `off` (the default) serves none.
     #[arg(long, env = "GRACEFUL_METRICS_ADDR", default_value = "off", value_parser = api_addr)]
@@ -127,19 +128,20 @@ pub enum Switch {
     Off,
 }
 
-/// `--api-addr`, `--metrics-addr`: `off`, or an IP address and port (`127.0.0.1:9464`,
-/// `[::]:9464`, `0.0.0.0:0`). A host name is refused: the agent binds
-/// before any resolver is worth trusting, and the probes name an address.
+/// `--api-addr`, `--metrics-addr`: `off`, an IP address and port
+/// (`127.0.0.1:9464`, `[::]:9464`, `0.0.0.0:0`), or `:PORT`, every
+/// address of the pod in both families ([`crate::serve::any_address`]). A
+/// host name is refused: the agent binds before any resolver is worth
+/// trusting, and the probes name an address.
 pub fn api_addr(s: &str) -> Result<String, String> {
-    if s == "off" {
+    let any_port = s.strip_prefix(':').is_some_and(|p| p.parse::<u16>().is_ok());
+    if s == "off" || any_port || s.parse::<std::net::SocketAddr>().is_ok() {
         return Ok(s.into());
     }
-    s.parse::<std::net::SocketAddr>().map(|_| s.into()).map_err(|_| {
-        format!(
-            "{:?} is not an address and port like 127.0.0.1:9464 or [::]:9464 (or `off`)",
-            graceful_api::clip(s, graceful_api::MAX_ECHO)
-        )
-    })
+    Err(format!(
+        "{:?} is not an address and port like 127.0.0.1:9464, [::]:9464 or :9464 (or `off`)",
+        graceful_api::clip(s, graceful_api::MAX_ECHO)
+    ))
 }
 
 pub fn run(pins: &PinDir, api_socket: &std::path::Path, args: Args) -> anyhow::Result<i32> {

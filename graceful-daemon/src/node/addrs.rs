@@ -195,7 +195,8 @@ fn canonical_addr(a: SocketAddr) -> SocketAddr {
     SocketAddr::new(canonical(a.ip()), a.port())
 }
 
-fn canonical(ip: IpAddr) -> IpAddr {
+/// `ip`, or the IPv4 address it maps (`::ffff:10.0.0.5` → `10.0.0.5`).
+pub fn canonical(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(ip),
         v4 => v4,

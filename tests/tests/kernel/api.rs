@@ -91,7 +91,7 @@ fn every_endpoint_answers_with_real_counts_and_a_real_drain() {
     let mut agent = Agent::with_gate();
     agent
         .daemon_args
-        .extend(["--standalone", "--metrics-addr", "127.0.0.1:0"].map(String::from));
+        .extend(["--standalone", "--metrics-addr", ":0"].map(String::from));
     agent.start();
     let (pod, _lb, mut app, _clients) = pod_holding(4);
     let app_path = pod.container(0).path().to_string();
@@ -171,7 +171,17 @@ fn every_endpoint_answers_with_real_counts_and_a_real_drain() {
     // The metrics address: metrics and probes, and nothing that names a
     // pod or a drain (pods' series only with `--metrics-pods on`: the
     // `monitoring` cluster test turns it on).
+    // `:PORT`, as the DaemonSet writes it: one socket on every address,
+    // IPv6 and IPv4, so the probes reach it whatever the pod's family.
     let public = agent.metrics_addr();
+    assert_eq!(public.ip(), std::net::Ipv6Addr::UNSPECIFIED, "{public}");
+    for lo in [
+        std::net::Ipv4Addr::LOCALHOST.into(),
+        std::net::Ipv6Addr::LOCALHOST.into(),
+    ] {
+        let at = std::net::SocketAddr::new(lo, public.port());
+        assert_eq!(http_at(at, "GET", "/healthz").0, 200, "{at}");
+    }
     let (status, ctype, body) = request(public, "GET", "/metrics", OPENMETRICS_ACCEPT);
     assert_eq!(status, 200);
     assert!(ctype.starts_with("application/openmetrics-text"), "{ctype}");

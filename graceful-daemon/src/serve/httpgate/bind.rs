@@ -1,6 +1,5 @@
 //! A listening socket bound inside a pod's network namespace: the httpGet
-//! gate's on every address of it (IPv6 and IPv4 on one dual-stack socket,
-//! or IPv4 alone where the namespace has no IPv6), or the socket gate's
+//! gate's on every address of it ([`crate::serve::any_address`]), or the socket gate's
 //! abstract unix socket, [`graceful_api::POD_SOCKET`].
 
 use std::{io, net::TcpListener, os::unix::net::UnixListener};
@@ -36,16 +35,7 @@ pub fn listen_in(ns: &NetNs, port: u16) -> Result<TcpListener, BindError> {
         origin: ns.origin.display().to_string(),
         source,
     };
-    let bound = run_in(ns, || {
-        // std sets SO_REUSEADDR: a previous agent's connections in
-        // TIME_WAIT do not keep the port, while another listener still
-        // does (Linux refuses two listeners without SO_REUSEPORT).
-        match TcpListener::bind(("::", port)) {
-            Err(e) if e.kind() != io::ErrorKind::AddrInUse => TcpListener::bind(("0.0.0.0", port)),
-            r => r,
-        }
-    })
-    .map_err(other)?;
+    let bound = run_in(ns, || crate::serve::any_address::bind(port)).map_err(other)?;
     let listener = bound.map_err(|e| match e.kind() {
         io::ErrorKind::AddrInUse => BindError::Taken(port),
         _ => other(e),

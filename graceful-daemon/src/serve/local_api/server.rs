@@ -97,7 +97,7 @@ impl Budget {
                     });
                 }
                 Ok(Admitted {
-                    ticket: b.public.connect(&peer.ip().to_string())?,
+                    ticket: b.public.connect(&peer_key(peer))?,
                     requests: Requests::One,
                 })
             }
@@ -107,6 +107,13 @@ impl Budget {
             }),
         }
     }
+}
+
+/// A peer's address as its share is kept: an IPv4 peer of a dual-stack
+/// listener (`::ffff:10.0.0.5`) as its IPv4 address, the same peer on
+/// either kind of listener.
+fn peer_key(peer: &std::net::SocketAddr) -> String {
+    crate::node::addrs::canonical(peer.ip()).to_string()
 }
 
 /// Who connected.
@@ -121,7 +128,7 @@ pub enum Peer {
 impl Peer {
     fn key(&self) -> String {
         match self {
-            Peer::Tcp { peer, .. } => peer.ip().to_string(),
+            Peer::Tcp { peer, .. } => peer_key(peer),
             Peer::Unix => "unix socket".into(),
         }
     }

@@ -1,0 +1,50 @@
+//! A TCP listener on every address of the network namespace it is made
+//! in: IPv6 and IPv4 on one dual-stack socket, or IPv4 alone where the
+//! namespace has no IPv6 (a kernel booted with `ipv6.disable=1`). Go's
+//! `net.Listen("tcp", ":9464")` binds the same, as the exporters
+//! Prometheus scrapes do, so a pod's port answers on whichever family the
+//! cluster gave the pod: IPv4, IPv6, or both in either order. The httpGet
+//! gate binds so in every pod, and the agent's metrics address when it is
+//! written `:PORT`.
+//!
+//! IPV6_V6ONLY is cleared on the socket itself rather than left to the
+//! namespace's `net.ipv6.bindv6only`, which a namespace may set.
+
+use std::{
+    io,
+    net::{Ipv4Addr, Ipv6Addr, SocketAddrV6, TcpListener},
+};
+
+use rustix::net::{self, sockopt, AddressFamily, SocketFlags, SocketType};
+
+/// std's own backlog for `TcpListener::bind`.
+const BACKLOG: i32 = 128;
+
+/// Binds `port` on every address of the calling thread's network
+/// namespace. A port taken is reported as such ([`io::ErrorKind::AddrInUse`]),
+/// never retried on IPv4 alone.
+pub fn bind(port: u16) -> io::Result<TcpListener> {
+    match dual_stack(port) {
+        Err(e) if e.kind() != io::ErrorKind::AddrInUse => TcpListener::bind((Ipv4Addr::UNSPECIFIED, port)),
+        r => r,
+    }
+}
+
+fn dual_stack(port: u16) -> io::Result<TcpListener> {
+    let fd = net::socket_with(
+        AddressFamily::INET6,
+        SocketType::STREAM,
+        SocketFlags::CLOEXEC,
+        None,
+    )?;
+    // As std does: a previous listener's connections in TIME_WAIT do not
+    // keep the port, while another listener still does.
+    sockopt::set_socket_reuseaddr(&fd, true)?;
+    sockopt::set_ipv6_v6only(&fd, false)?;
+    net::bind(&fd, &SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, port, 0, 0))?;
+    net::listen(&fd, BACKLOG)?;
+    Ok(TcpListener::from(fd))
+}
+
+#[cfg(test)]
+mod tests;
