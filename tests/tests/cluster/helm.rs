@@ -46,6 +46,26 @@ const VARIANTS: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "kube-prometheus-stack: its release label on every monitoring object",
+        &[
+            "metrics.serviceMonitor.enabled=true",
+            "metrics.serviceMonitor.labels.release=kps",
+            "metrics.prometheusRule.enabled=true",
+            "metrics.prometheusRule.labels.release=kps",
+        ],
+    ),
+    (
+        "Kubernetes 1.29: the AppArmor annotation, no admission policy",
+        &["--kube-version=1.29.0"],
+    ),
+    (
+        "an image by digest, no quota",
+        &[
+            "image.digest=sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+            "resourceQuota.enabled=false",
+        ],
+    ),
+    (
         "an image from a registry, tracepoint counting, no keeper",
         &[
             "image.repository=registry.example/platform/graceful-agent",
@@ -60,9 +80,13 @@ const VARIANTS: &[(&str, &[&str])] = &[
     ),
 ];
 
+/// `--set` before each, but for a flag of helm's own (`--kube-version=`).
 fn sets(list: &[&str]) -> Vec<String> {
     list.iter()
-        .flat_map(|s| ["--set".to_string(), s.to_string()])
+        .flat_map(|s| match s.starts_with("--") {
+            true => vec![s.to_string()],
+            false => vec!["--set".to_string(), s.to_string()],
+        })
         .collect()
 }
 
@@ -110,6 +134,8 @@ fn a_wrong_value_fails_in_one_line_that_names_it() {
             "/terminationGracePeriodSeconds",
         ),
         ("ports.metrics=70000", "/ports/metrics"),
+        ("image.digest=latest", "/image/digest"),
+        ("resourceQuota.pods=lots", "/resourceQuota/pods"),
         (
             "metrics.serviceMonitor.interval=often",
             "/metrics/serviceMonitor/interval",
@@ -144,6 +170,100 @@ fn documents(yaml: &str) -> Vec<Value> {
         .map(|doc| Value::deserialize(doc).unwrap_or_else(|e| panic!("not YAML: {e}: {yaml}")))
         .filter(|v| !v.is_null())
         .collect()
+}
+
+/// The agent's container of a rendered stream.
+fn agent_container(docs: &[Value]) -> &Value {
+    &object(docs, "DaemonSet")["spec"]["template"]["spec"]["containers"][0]
+}
+
+#[test]
+fn each_platforms_profile_renders_what_that_platform_needs() {
+    let (cluster, _serial) = crate::node();
+    let render = |args: &[&str]| {
+        let args = sets(args);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        documents(&helm::template(&cluster, &args).unwrap())
+    };
+    let kinds = |docs: &[Value]| -> BTreeSet<String> {
+        docs.iter()
+            .filter_map(|d| d["kind"].as_str().map(String::from))
+            .collect()
+    };
+
+    // The defaults: IPv4, IPv6 and dual-stack alike (the metrics port on
+    // every address, the probes on its name), GKE's quota for the
+    // priority class, the agent's last words kept where `kubectl
+    // describe` shows them, AppArmor as a field (1.30 and later).
+    let defaults = render(&[]);
+    let c = agent_container(&defaults);
+    let args: Vec<&str> = c["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let at = args.iter().position(|a| *a == "--metrics-addr").unwrap();
+    assert_eq!(args[at + 1], ":9464", "{args:?}");
+    for probe in ["readinessProbe", "livenessProbe"] {
+        assert_eq!(c[probe]["httpGet"]["port"], "metrics", "{probe}");
+    }
+    assert_eq!(c["terminationMessagePolicy"], "FallbackToLogsOnError");
+    assert_eq!(c["securityContext"]["appArmorProfile"]["type"], "Unconfined");
+    let quota = object(&defaults, "ResourceQuota");
+    assert_eq!(quota["metadata"]["namespace"], "graceful-system");
+    assert_eq!(
+        quota["spec"]["scopeSelector"]["matchExpressions"][0]["values"],
+        serde_json::json!(["system-node-critical"]),
+        "{quota}"
+    );
+    let pod = &object(&defaults, "DaemonSet")["spec"]["template"];
+    assert!(pod["metadata"]["annotations"].is_null(), "{pod}");
+
+    // Kubernetes 1.25 to 1.29: the annotation instead of the field (which
+    // those API servers drop), and no ValidatingAdmissionPolicy (GA in 1.30).
+    let old = render(&["--kube-version=1.29.0"]);
+    let pod = &object(&old, "DaemonSet")["spec"]["template"];
+    assert_eq!(
+        pod["metadata"]["annotations"]["container.apparmor.security.beta.kubernetes.io/agent"],
+        "unconfined"
+    );
+    assert!(agent_container(&old)["securityContext"]["appArmorProfile"].is_null());
+    assert!(
+        !kinds(&old).contains("ValidatingAdmissionPolicy"),
+        "{:?}",
+        kinds(&old)
+    );
+    assert!(kinds(&defaults).contains("ValidatingAdmissionPolicy"));
+
+    // An image by digest: the node pulls those bytes.
+    let digest = format!("sha256:{}", "ab".repeat(32));
+    let pinned = render(&[&format!("image.digest={digest}")]);
+    let image = agent_container(&pinned)["image"].as_str().unwrap().to_string();
+    assert!(
+        image.starts_with("graceful/agent:") && image.ends_with(&format!("@{digest}")),
+        "{image}"
+    );
+
+    // No quota when turned off, or without a priority class to match.
+    for off in ["resourceQuota.enabled=false", "priorityClassName="] {
+        assert!(!kinds(&render(&[off])).contains("ResourceQuota"), "{off}");
+    }
+
+    // kube-prometheus-stack reads only objects with its release's label.
+    let kps = render(&[
+        "metrics.serviceMonitor.enabled=true",
+        "metrics.serviceMonitor.labels.release=kps",
+        "metrics.prometheusRule.enabled=true",
+        "metrics.prometheusRule.labels.release=kps",
+    ]);
+    for kind in ["ServiceMonitor", "PrometheusRule"] {
+        assert_eq!(
+            object(&kps, kind)["metadata"]["labels"]["release"],
+            "kps",
+            "{kind}"
+        );
+    }
 }
 
 #[test]
@@ -183,6 +303,7 @@ fn the_charts_agent_is_deploy_bases_field_for_field() {
         "livenessProbe",
         "volumeMounts",
         "imagePullPolicy",
+        "terminationMessagePolicy",
     ] {
         assert_eq!(cc[field], bc[field], "container {field}");
     }
@@ -190,6 +311,11 @@ fn the_charts_agent_is_deploy_bases_field_for_field() {
         object(&chart, "ClusterRole")["rules"],
         object(&base, "ClusterRole")["rules"],
         "the agent's RBAC"
+    );
+    assert_eq!(
+        object(&chart, "ResourceQuota")["spec"],
+        object(&base, "ResourceQuota")["spec"],
+        "the quota for the priority class"
     );
 }
 

@@ -26,9 +26,10 @@ use graceful_tests::{
 use crate::handover::TwoDrains;
 
 /// deploy/base's objects, which the chart takes over.
-const ADOPTED: [(&str, bool); 4] = [
+const ADOPTED: [(&str, bool); 5] = [
     ("daemonset/graceful", true),
     ("serviceaccount/graceful", true),
+    ("resourcequota/graceful-critical-pods", true),
     ("clusterrole/graceful", false),
     ("clusterrolebinding/graceful", false),
 ];
@@ -245,7 +246,7 @@ fn helm_installs_over_deploy_base_upgrades_mid_drain_and_uninstalls_as_documente
     });
     let left = cluster.kubectl(&[
         "get",
-        "daemonsets,serviceaccounts,services,configmaps,roles,clusterroles,clusterrolebindings",
+        "daemonsets,serviceaccounts,services,configmaps,roles,clusterroles,clusterrolebindings,resourcequotas",
         "-A",
         "-l",
         &format!("app.kubernetes.io/instance={RELEASE}"),

@@ -207,10 +207,9 @@ fn the_agent_daemonset_has_what_it_needs_and_no_more() {
         .flatten()
         .find(|p| p.name.as_deref() == Some("metrics"))
         .expect("a port named metrics");
-    assert_eq!(
-        flag("--metrics-addr"),
-        &format!("0.0.0.0:{}", port.container_port)
-    );
+    // Every address of the pod, both families: the probes reach it on an
+    // IPv4, IPv6 or dual-stack cluster alike.
+    assert_eq!(flag("--metrics-addr"), &format!(":{}", port.container_port));
     let api: std::net::SocketAddr = flag("--api-addr").parse().expect("--api-addr is an address");
     assert!(
         api.ip().is_loopback(),

@@ -30,8 +30,18 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- default (include "graceful.fullname" .) .Values.serviceAccount.name -}}
 {{- end -}}
 
+{{/* repository:tag, and @digest when one is set: the node pulls the digest. */}}
 {{- define "graceful.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- with .Values.image.digest }}@{{ . }}{{ end -}}
+{{- end -}}
+
+{{/*
+Whether the container's AppArmor profile is a securityContext field
+(Kubernetes 1.30 and later; non-empty) or, before, an annotation (empty).
+*/}}
+{{- define "graceful.appArmorField" -}}
+{{- if semverCompare ">=1.30.0-0" .Capabilities.KubeVersion.Version }}true{{ end -}}
 {{- end -}}
 
 {{/* The `up` selector of the alerts: the job a ServiceMonitor or PodMonitor names. */}}
