@@ -19,8 +19,53 @@ pub fn said(e: &kube::Error) -> String {
 pub struct Agent {
     pub node: String,
     pub pod: String,
-    /// Why it cannot be asked (not running, being deleted), if so.
+    /// Its local API's port on the pod's loopback (see [`api_port`]).
+    pub api_port: u16,
+    /// Why it cannot be asked (not running, being deleted, its API off), if so.
     pub unavailable: Option<String>,
+}
+
+/// The container that runs the agent (deploy/base, deploy/helm).
+const CONTAINER: &str = "agent";
+
+/// The port of the agent's local API in `pod`, as its own container says:
+/// `--api-addr` (the chart's `ports.api`), then `GRACEFUL_API_ADDR`, then
+/// the agent's default. One line if the API is off or names no port.
+pub fn api_port(pod: &Pod) -> Result<u16, String> {
+    let Some(c) = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.containers.iter().find(|c| c.name == CONTAINER))
+    else {
+        return Ok(graceful_api::POD_API_PORT);
+    };
+    let args = c.args.as_deref().unwrap_or_default();
+    let flag = args
+        .iter()
+        .enumerate()
+        .find_map(|(i, a)| match a.strip_prefix("--api-addr") {
+            Some("") => args.get(i + 1).cloned(),
+            Some(v) => v.strip_prefix('=').map(str::to_string),
+            None => None,
+        });
+    let env = || {
+        c.env
+            .as_deref()?
+            .iter()
+            .find(|e| e.name == "GRACEFUL_API_ADDR")?
+            .value
+            .clone()
+    };
+    match flag.or_else(env).as_deref() {
+        None => Ok(graceful_api::POD_API_PORT),
+        Some("off") => Err("its local API is off (--api-addr off)".into()),
+        Some(v) => v
+            .parse::<std::net::SocketAddr>()
+            .map(|a| a.port())
+            .ok()
+            .or_else(|| v.strip_prefix(':')?.parse().ok())
+            .ok_or_else(|| format!("its --api-addr {v:?} names no port")),
+    }
 }
 
 /// The agents, by node name; `node` alone if given (an error if it has none).
@@ -46,8 +91,11 @@ pub async fn list(pods: &Api<Pod>, namespace: &str, node: Option<&str>) -> anyho
                 .as_ref()
                 .and_then(|s| s.phase.clone())
                 .unwrap_or_default();
+            let api_port = api_port(&p);
             let unavailable = if p.metadata.deletion_timestamp.is_some() {
                 Some("being deleted".to_string())
+            } else if let Err(why) = &api_port {
+                Some(why.clone())
             } else if phase != "Running" {
                 Some(format!(
                     "{} (not running)",
@@ -59,6 +107,7 @@ pub async fn list(pods: &Api<Pod>, namespace: &str, node: Option<&str>) -> anyho
             Some(Agent {
                 node,
                 pod: name,
+                api_port: api_port.unwrap_or(graceful_api::POD_API_PORT),
                 unavailable,
             })
         })
@@ -75,3 +124,6 @@ pub async fn list(pods: &Api<Pod>, namespace: &str, node: Option<&str>) -> anyho
     }
     Ok(agents)
 }
+
+#[cfg(test)]
+mod tests;

@@ -24,6 +24,11 @@ pub struct Cli {
     pub kubeconfig: Option<PathBuf>,
     #[arg(short, long, global = true, value_enum, default_value_t = Output::Table)]
     pub output: Output,
+    /// Agents asked at once (each is a port-forward through the API server
+    /// and the node's kubelet), as kubectl logs' --max-log-requests bounds
+    /// its streams; the rest wait their turn.
+    #[arg(long, global = true, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
+    pub max_requests: u16,
     #[command(subcommand)]
     pub command: Command,
 }

@@ -10,29 +10,37 @@ use kube::Api;
 
 use crate::agents::said;
 
-/// The port the agent's whole API listens on, on its pod's loopback.
-pub const API_PORT: u16 = graceful_api::POD_API_PORT;
-
 /// How long one agent may take to answer.
 const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
 
-/// The body of `GET path` on `pod`'s API, or one line saying why not.
-pub async fn get(pods: &Api<Pod>, namespace: &str, pod: &str, path: &str) -> Result<Bytes, String> {
-    tokio::time::timeout(TIMEOUT, get_now(pods, namespace, pod, path))
+/// The body of `GET path` on `pod`'s API at `port` (on the pod's
+/// loopback), or one line saying why not.
+pub async fn get(
+    pods: &Api<Pod>,
+    namespace: &str,
+    pod: &str,
+    port: u16,
+    path: &str,
+) -> Result<Bytes, String> {
+    tokio::time::timeout(TIMEOUT, get_now(pods, namespace, pod, port, path))
         .await
         .unwrap_or_else(|_| Err(format!("no answer within {} s", TIMEOUT.as_secs())))
 }
 
-async fn get_now(pods: &Api<Pod>, namespace: &str, pod: &str, path: &str) -> Result<Bytes, String> {
-    let mut pf = pods.portforward(pod, &[API_PORT]).await.map_err(|e| {
+async fn get_now(
+    pods: &Api<Pod>,
+    namespace: &str,
+    pod: &str,
+    port: u16,
+    path: &str,
+) -> Result<Bytes, String> {
+    let mut pf = pods.portforward(pod, &[port]).await.map_err(|e| {
         format!(
             "cannot port-forward to {namespace}/{pod}: {} (needs `get` and `create` on pods/portforward in {namespace}: the API server asks `get` of a websocket port-forward, and `create` of SPDY and of newer servers)",
             said(&e)
         )
     })?;
-    let stream = pf
-        .take_stream(API_PORT)
-        .ok_or("the port-forward gave no stream")?;
+    let stream = pf.take_stream(port).ok_or("the port-forward gave no stream")?;
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .map_err(|e| format!("{namespace}/{pod}: {e}"))?;
@@ -44,7 +52,7 @@ async fn get_now(pods: &Api<Pod>, namespace: &str, pod: &str, path: &str) -> Res
     let resp = sender
         .send_request(req)
         .await
-        .map_err(|e| format!("{namespace}/{pod}: the agent did not answer on port {API_PORT}: {e}"))?;
+        .map_err(|e| format!("{namespace}/{pod}: the agent did not answer on port {port}: {e}"))?;
     let status = resp.status();
     let body = resp
         .into_body()

@@ -46,13 +46,21 @@ async fn ask(cli: &Cli) -> anyhow::Result<Vec<(Agent, Result<Value, String>)>> {
     let agents = agents::list(&pods, &cli.agent_namespace, cli.node.as_deref()).await?;
     let path = cli.command.path();
     let mut tasks = tokio::task::JoinSet::new();
+    let turns = std::sync::Arc::new(tokio::sync::Semaphore::new(cli.max_requests.into()));
     for (i, a) in agents.iter().enumerate() {
         if a.unavailable.is_some() {
             continue;
         }
-        let (pods, ns, pod) = (pods.clone(), cli.agent_namespace.clone(), a.pod.clone());
+        let (pods, ns, pod, port) = (
+            pods.clone(),
+            cli.agent_namespace.clone(),
+            a.pod.clone(),
+            a.api_port,
+        );
+        let turns = turns.clone();
         tasks.spawn(async move {
-            let got = forward::get(&pods, &ns, &pod, path).await.and_then(|b| {
+            let _turn = turns.acquire_owned().await;
+            let got = forward::get(&pods, &ns, &pod, port, path).await.and_then(|b| {
                 serde_json::from_slice::<Value>(&b).map_err(|e| format!("{ns}/{pod}: not JSON: {e}"))
             });
             (i, got)
