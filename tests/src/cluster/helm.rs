@@ -1,9 +1,9 @@
 //! graceful's Helm chart (deploy/helm/graceful) on the test node: helm (the
 //! lab builds it from its Go module, `cargo xtask cluster env` puts it on
-//! PATH) against the node's API server, and the prometheus-operator CRDs
-//! that the chart's monitoring objects need, from that project's published
-//! Go module (its example/prometheus-operator-crd), applied for a test and
-//! removed after it.
+//! PATH) against the node's API server, and the CRDs the chart's optional
+//! objects need (prometheus-operator's, OpenShift's
+//! SecurityContextConstraints), from those projects' published Go
+//! modules, applied for a test and removed after it.
 
 use std::{
     path::PathBuf,
@@ -66,26 +66,54 @@ pub fn template(cluster: &Cluster, extra: &[&str]) -> Result<String, String> {
 
 /// The prometheus-operator version whose CRDs the chart is checked against.
 pub const PROMETHEUS_OPERATOR: &str = "v0.85.0";
-/// The CRDs the chart's objects use.
-const CRDS: [&str; 3] = ["servicemonitors", "podmonitors", "prometheusrules"];
+/// The openshift/api version whose SecurityContextConstraints CRD the
+/// chart's SCC is checked against: the one machine-api-operator's go.mod
+/// names (the module proxy serves openshift/api by exact version only).
+pub const OPENSHIFT_API: &str = "v0.0.0-20260213204242-d34f11c515b3";
 
-/// The monitoring CRDs, applied to the node while this lives.
-pub struct MonitoringCrds<'a> {
+/// CRDs from a project's published Go module, applied to the node while
+/// this lives and deleted after.
+pub struct Crds<'a> {
     cluster: &'a Cluster,
+    names: Vec<String>,
 }
 
-impl<'a> MonitoringCrds<'a> {
-    pub fn apply(cluster: &'a Cluster) -> MonitoringCrds<'a> {
-        let module = "github.com/prometheus-operator/prometheus-operator";
+impl<'a> Crds<'a> {
+    /// prometheus-operator's ServiceMonitor, PodMonitor and PrometheusRule.
+    pub fn monitoring(cluster: &'a Cluster) -> Crds<'a> {
+        let files = ["servicemonitors", "podmonitors", "prometheusrules"].map(|crd| {
+            (
+                format!("example/prometheus-operator-crd/monitoring.coreos.com_{crd}.yaml"),
+                format!("{crd}.monitoring.coreos.com"),
+            )
+        });
+        Crds::apply(
+            cluster,
+            &format!("github.com/prometheus-operator/prometheus-operator@{PROMETHEUS_OPERATOR}"),
+            &files,
+        )
+    }
+
+    /// OpenShift's SecurityContextConstraints.
+    pub fn openshift_scc(cluster: &'a Cluster) -> Crds<'a> {
+        let file = "security/v1/zz_generated.crd-manifests/0000_03_config-operator_01_securitycontextconstraints.crd.yaml";
+        Crds::apply(
+            cluster,
+            &format!("github.com/openshift/api@{OPENSHIFT_API}"),
+            &[(
+                file.into(),
+                "securitycontextconstraints.security.openshift.io".into(),
+            )],
+        )
+    }
+
+    /// `files` (a path in `module@version`, the CRD's name) applied and
+    /// established.
+    fn apply(cluster: &'a Cluster, module: &str, files: &[(String, String)]) -> Crds<'a> {
         let out = Command::new("go")
             .env("GOTOOLCHAIN", "local")
             .env("GOFLAGS", "-mod=mod")
-            .args([
-                "mod",
-                "download",
-                "-json",
-                &format!("{module}@{PROMETHEUS_OPERATOR}"),
-            ])
+            .args(["mod", "download", "-json", module])
             .stdin(Stdio::null())
             .output()
             .expect("go (setup checks it is there)");
@@ -96,36 +124,33 @@ impl<'a> MonitoringCrds<'a> {
                 String::from_utf8_lossy(&out.stderr)
             )
         });
-        let dir = PathBuf::from(v["Dir"].as_str().unwrap_or_else(|| panic!("no Dir: {text}")))
-            .join("example/prometheus-operator-crd");
-        let crds = MonitoringCrds { cluster };
-        for crd in CRDS {
-            let file = dir.join(format!("monitoring.coreos.com_{crd}.yaml"));
+        let dir = PathBuf::from(v["Dir"].as_str().unwrap_or_else(|| panic!("no Dir: {text}")));
+        let crds = Crds {
+            cluster,
+            names: files.iter().map(|(_, name)| name.clone()).collect(),
+        };
+        for (file, _) in files {
             // Server-side: the CRDs are too large for the last-applied annotation.
-            cluster.kubectl(&["apply", "--server-side", "-f", file.to_str().unwrap()]);
+            cluster.kubectl(&["apply", "--server-side", "-f", dir.join(file).to_str().unwrap()]);
         }
-        for crd in CRDS {
+        for name in &crds.names {
             cluster.kubectl(&[
                 "wait",
                 "--for=condition=Established",
                 "--timeout=60s",
-                &format!("crd/{crd}.monitoring.coreos.com"),
+                &format!("crd/{name}"),
             ]);
         }
         crds
     }
 }
 
-impl Drop for MonitoringCrds<'_> {
+impl Drop for Crds<'_> {
     fn drop(&mut self) {
-        for crd in CRDS {
-            let _ = self.cluster.try_kubectl(&[
-                "delete",
-                "crd",
-                &format!("{crd}.monitoring.coreos.com"),
-                "--ignore-not-found",
-                "--wait=true",
-            ]);
+        for name in &self.names {
+            let _ = self
+                .cluster
+                .try_kubectl(&["delete", "crd", name, "--ignore-not-found", "--wait=true"]);
         }
     }
 }

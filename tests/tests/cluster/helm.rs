@@ -13,7 +13,7 @@
 use std::collections::BTreeSet;
 
 use graceful_tests::cluster::{
-    helm::{self, MonitoringCrds},
+    helm::{self, Crds},
     workspace, Cluster,
 };
 use serde_json::Value;
@@ -59,6 +59,10 @@ const VARIANTS: &[(&str, &[&str])] = &[
         &["--kube-version=1.29.0"],
     ),
     (
+        "OpenShift: an SCC for the agent alone, SELinux spc_t",
+        &["openshift.scc.enabled=true", "agent.seLinuxOptions.type=spc_t"],
+    ),
+    (
         "an image by digest, no quota",
         &[
             "image.digest=sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
@@ -96,7 +100,7 @@ fn the_chart_lints_and_the_api_server_accepts_every_variant() {
     let chart = helm::chart();
     let lint = helm::helm(&cluster, &["lint", "--strict", chart.to_str().unwrap()]);
     assert!(lint.contains("1 chart(s) linted, 0 chart(s) failed"), "{lint}");
-    let _crds = MonitoringCrds::apply(&cluster);
+    let _crds = (Crds::monitoring(&cluster), Crds::openshift_scc(&cluster));
     for (name, set) in VARIANTS {
         let args = sets(set);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -249,6 +253,45 @@ fn each_platforms_profile_renders_what_that_platform_needs() {
     for off in ["resourceQuota.enabled=false", "priorityClassName="] {
         assert!(!kinds(&render(&[off])).contains("ResourceQuota"), "{off}");
     }
+
+    // OpenShift: an SCC that allows the agent's pod as rendered, and its
+    // `use` granted to the agent's service account alone.
+    assert!(!kinds(&defaults).contains("SecurityContextConstraints"));
+    let os = render(&["openshift.scc.enabled=true", "agent.seLinuxOptions.type=spc_t"]);
+    let (scc, c) = (object(&os, "SecurityContextConstraints"), agent_container(&os));
+    let pod = &object(&os, "DaemonSet")["spec"]["template"]["spec"];
+    assert_eq!(
+        scc["allowedCapabilities"],
+        c["securityContext"]["capabilities"]["add"]
+    );
+    assert_eq!(scc["allowHostPID"], pod["hostPID"]);
+    assert_eq!(scc["allowPrivilegedContainer"], false);
+    assert_eq!(c["securityContext"]["seLinuxOptions"]["type"], "spc_t");
+    assert_eq!(
+        scc["seLinuxContext"]["seLinuxOptions"],
+        c["securityContext"]["seLinuxOptions"]
+    );
+    let allowed: BTreeSet<&str> = scc["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    for v in pod["volumes"].as_array().unwrap() {
+        let kind = v.as_object().unwrap().keys().find(|k| *k != "name").unwrap();
+        assert!(
+            allowed.contains(kind.as_str()),
+            "volume {v} is not allowed by {allowed:?}"
+        );
+    }
+    let binding = object(&os, "RoleBinding");
+    assert_eq!(binding["subjects"][0]["name"], pod["serviceAccountName"]);
+    assert_eq!(binding["subjects"].as_array().unwrap().len(), 1);
+    let role = os
+        .iter()
+        .find(|d| d["kind"] == "ClusterRole" && d["rules"][0]["verbs"] == serde_json::json!(["use"]))
+        .expect("the ClusterRole that grants the SCC's use");
+    assert_eq!(role["rules"][0]["resourceNames"][0], scc["metadata"]["name"]);
 
     // kube-prometheus-stack reads only objects with its release's label.
     let kps = render(&[
