@@ -16,7 +16,7 @@ use k8s_openapi::{
     api::{
         admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding},
         apps::v1::{DaemonSet, Deployment},
-        core::v1::{ConfigMap, Namespace, Service, ServiceAccount},
+        core::v1::{ConfigMap, Namespace, ResourceQuota, Service, ServiceAccount},
         rbac::v1::{ClusterRole, ClusterRoleBinding},
     },
     apimachinery::pkg::apis::meta::v1::ObjectMeta,
@@ -69,6 +69,7 @@ pub enum Kind {
     Deployment(Deployment),
     Service(Service),
     ConfigMap(ConfigMap),
+    ResourceQuota(ResourceQuota),
     ValidatingAdmissionPolicy(ValidatingAdmissionPolicy),
     ValidatingAdmissionPolicyBinding(ValidatingAdmissionPolicyBinding),
     Kustomization(Kustomization),
@@ -95,6 +96,7 @@ impl Object {
             Kind::Deployment(o) => o.metadata(),
             Kind::Service(o) => o.metadata(),
             Kind::ConfigMap(o) => o.metadata(),
+            Kind::ResourceQuota(o) => o.metadata(),
             Kind::ValidatingAdmissionPolicy(o) => o.metadata(),
             Kind::ValidatingAdmissionPolicyBinding(o) => o.metadata(),
             Kind::Kustomization(_) => return None,
@@ -112,6 +114,7 @@ impl Object {
             Kind::Deployment(_) => Deployment::KIND,
             Kind::Service(_) => Service::KIND,
             Kind::ConfigMap(_) => ConfigMap::KIND,
+            Kind::ResourceQuota(_) => ResourceQuota::KIND,
             Kind::ValidatingAdmissionPolicy(_) => ValidatingAdmissionPolicy::KIND,
             Kind::ValidatingAdmissionPolicyBinding(_) => ValidatingAdmissionPolicyBinding::KIND,
             Kind::Kustomization(_) => "Kustomization",
@@ -166,6 +169,7 @@ fn typed(value: Value, origin: String) -> Object {
         Deployment,
         Service,
         ConfigMap,
+        ResourceQuota,
         ValidatingAdmissionPolicy,
         ValidatingAdmissionPolicyBinding
     );
