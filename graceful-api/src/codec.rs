@@ -9,7 +9,7 @@
 //!   unescaped, every other value as its JSON text; [`last`]: one member
 //!   by name.
 
-use crate::{DrainRequest, Scope};
+use crate::DrainRequest;
 
 /// `s` as a JSON string, quotes included.
 pub fn string(s: &str) -> String {
@@ -40,11 +40,7 @@ pub fn request(r: &DrainRequest) -> String {
         f.push(format!("\"policy\":{}", string(p.as_str())));
     }
     if let Some(s) = r.scope {
-        let s = match s {
-            Scope::Pod => "pod",
-            Scope::Container => "container",
-        };
-        f.push(format!("\"scope\":{}", string(s)));
+        f.push(format!("\"scope\":{}", string(s.as_str())));
     }
     for (k, v) in [
         ("min_ms", r.min_ms),

@@ -2,7 +2,8 @@
 //! fuzz targets: what a pod may ask (`POST /v1/drain`), and the names of
 //! the policies and release reasons that reports carry; what the agent
 //! answers ([`drain`]: the hook's lines, a drain's report, the drains in
-//! progress and their feed, the caller's view, an error), written with
+//! progress and their feed, the caller's view, an error; [`termination`]: a
+//! terminating pod watched, and its report), written with
 //! serde and read by graceful-wait with the std-only [`codec`] over the
 //! std-only [`client`] (Linux); the
 //! httpGet gate's query ([`hook_query`]), with the durations it carries
@@ -17,6 +18,8 @@ pub mod drain;
 pub mod duration;
 pub mod exclusions;
 pub mod hook_query;
+#[cfg(feature = "serde")]
+pub mod termination;
 #[cfg(feature = "serde")]
 pub mod views;
 
@@ -107,6 +110,15 @@ pub enum Scope {
     Pod,
     /// Only the calling container's own.
     Container,
+}
+
+impl Scope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Pod => "pod",
+            Scope::Container => "container",
+        }
+    }
 }
 
 /// What a pod's hook asks. Every setting is optional: what the hook's flags

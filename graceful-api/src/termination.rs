@@ -1,9 +1,15 @@
-//! The report a terminating pod gets: its outcome, the figures a log line
-//! and an Event carry, and the Event's one-line message.
+//! A terminating pod as every client reads it: while the agent watches it
+//! ([`Watched`], `/v1/drains`' `terminating`), and the report it gets
+//! ([`TerminationReport`]: its outcome, the figures a log line and an
+//! Event carry, and the Event's one-line message), in `/v1/drains`'
+//! `terminated` and on `/v1/events`. The agent writes them; the CLI, the
+//! plugin and the tests read them with serde. The field names are a
+//! contract: a field added later is optional, so a client reads an older
+//! agent's answers.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     /// Inbound reached zero with the containers still running.
@@ -35,9 +41,20 @@ impl Outcome {
     }
 }
 
+/// A pod being watched since its deletion.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Watched {
+    pub uid: String,
+    pub inbound_at_deletion: u64,
+    pub inbound_now: u64,
+    /// CLOCK_MONOTONIC ns of the deletion (on the agent's node).
+    pub deletion_ns: u64,
+    pub deletion_requested_at: Option<String>,
+}
+
 /// One terminating pod's report. The field names are a contract (logs,
 /// `graceful pods`).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TerminationReport {
     pub uid: String,
     pub namespace: String,

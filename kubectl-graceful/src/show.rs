@@ -114,7 +114,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Drains => {
             for (a, v) in &ok {
                 println!("NODE {} ({})", a.node, a.pod);
-                println!("{}", drains::render(v));
+                let d: drains::Drains = serde_json::from_value((*v).clone())?;
+                println!("{}", drains::render(&d));
             }
         }
         Command::Cgroups { .. } => {

@@ -10,7 +10,7 @@
 use graceful_api::{
     check_containers,
     hook_query::{parse, HookQuery, MAX_QUERY},
-    Scope, MAX_ECHO,
+    MAX_ECHO,
 };
 
 /// The longest error: a quoted value is at most `MAX_ECHO` characters
@@ -69,11 +69,7 @@ fn encode(q: &HookQuery) -> String {
         pairs.push(format!("policy={}", p.as_str()));
     }
     if let Some(s) = r.scope {
-        let s = match s {
-            Scope::Pod => "pod",
-            Scope::Container => "container",
-        };
-        pairs.push(format!("scope={s}"));
+        pairs.push(format!("scope={}", s.as_str()));
     }
     for (key, v) in [
         ("min", r.min_ms),

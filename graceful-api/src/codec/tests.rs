@@ -2,7 +2,7 @@ use proptest::prelude::*;
 use serde_json::Value;
 
 use super::*;
-use crate::{Point, Policy, Resumed};
+use crate::{Point, Policy, Resumed, Scope};
 
 /// Text with quotes, backslashes, control characters, non-ASCII and astral
 /// characters: what a pod name or a warning could hold.

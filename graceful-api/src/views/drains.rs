@@ -1,25 +1,41 @@
-//! `/v1/drains` as a table: what the gate is holding, what it released
-//! and why, and the terminating pods the agent watches.
+//! `/v1/drains` ([`Drains`]) and its table: what the gate is holding, what
+//! it released and why, and the terminating pods the agent watches.
 
-use serde_json::Value;
+use serde::{Deserialize, Serialize};
 
 use super::table::table;
+use crate::{
+    drain::{ActiveDrain, DrainReport},
+    termination::{TerminationReport, Watched},
+    Point,
+};
 
-fn s(v: &Value, k: &str) -> String {
-    match &v[k] {
-        Value::Null => "-".into(),
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
+/// `/v1/drains`: the drains in progress and released (oldest first), and
+/// the terminating pods watched and reported (gated or not). A section an
+/// older agent did not send reads as empty.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Drains {
+    #[serde(default)]
+    pub active: Vec<ActiveDrain>,
+    #[serde(default)]
+    pub released: Vec<DrainReport>,
+    #[serde(default)]
+    pub terminating: Vec<Watched>,
+    #[serde(default)]
+    pub terminated: Vec<TerminationReport>,
 }
 
-fn short(id: String) -> String {
-    id.chars().take(12).collect()
+/// An optional field, or a dash.
+fn or_dash(v: Option<impl ToString>) -> String {
+    v.map_or("-".into(), |v| v.to_string())
 }
 
-fn ms(v: &Value, k: &str) -> String {
-    v[k].as_u64()
-        .map_or("-".into(), |ms| format!("{:.1}s", ms as f64 / 1000.0))
+fn short(id: Option<&str>) -> String {
+    id.map_or("-".into(), |id| id.chars().take(12).collect())
+}
+
+fn secs(ms: u64) -> String {
+    format!("{:.1}s", ms as f64 / 1000.0)
 }
 
 /// Width of the inbound sparkline, in cells.
@@ -27,12 +43,9 @@ pub const SPARK: usize = 16;
 
 /// The inbound count over a drain, one cell per slice of its duration:
 /// the slice's highest count against the drain's peak (blank: zero).
-pub fn sparkline(timeline: &[Value], waited_ms: u64) -> String {
+pub fn sparkline(timeline: &[Point], waited_ms: u64) -> String {
     const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
-    let points: Vec<(u64, u64)> = timeline
-        .iter()
-        .filter_map(|p| Some((p["ms"].as_u64()?, p["inbound"].as_u64()?)))
-        .collect();
+    let points: Vec<(u64, u64)> = timeline.iter().map(|p| (p.ms, p.inbound)).collect();
     let peak = points.iter().map(|p| p.1).max().unwrap_or(0);
     if points.is_empty() || peak == 0 {
         return " ".repeat(SPARK);
@@ -55,31 +68,28 @@ pub fn sparkline(timeline: &[Value], waited_ms: u64) -> String {
 }
 
 /// HOLDING's IGNORING: the rules as written (`9090,node`), a dash for none.
-fn ignoring(a: &Value) -> String {
-    let rules: Vec<&str> = list(a, "ignoring").iter().filter_map(Value::as_str).collect();
-    if rules.is_empty() {
+fn ignoring(a: &ActiveDrain) -> String {
+    if a.ignoring.is_empty() {
         "-".into()
     } else {
-        rules.join(",")
+        a.ignoring.join(",")
     }
 }
 
 /// RELEASED's IGNORED: each rule with the connections it left out
 /// (`9090:1 node:12`), a dash for none.
-fn ignored(r: &Value) -> String {
-    let per_rule: Vec<String> = list(r, "ignored")
+fn ignored(r: &DrainReport) -> String {
+    let per_rule: Vec<String> = r
+        .report
+        .ignored
         .iter()
-        .filter_map(|i| Some(format!("{}:{}", i["rule"].as_str()?, i["connections"].as_u64()?)))
+        .map(|i| format!("{}:{}", i.rule, i.connections))
         .collect();
     if per_rule.is_empty() {
         "-".into()
     } else {
         per_rule.join(" ")
     }
-}
-
-fn list<'a>(d: &'a Value, k: &str) -> &'a [Value] {
-    d[k].as_array().map_or(&[], Vec::as_slice)
 }
 
 fn section(out: &mut String, title: &str, head: &[&str], rows: Vec<Vec<String>>) {
@@ -95,7 +105,7 @@ fn section(out: &mut String, title: &str, head: &[&str], rows: Vec<Vec<String>>)
 
 /// Four short tables: held now, released (newest first), terminating,
 /// terminated (newest first).
-pub fn render(d: &Value) -> String {
+pub fn render(d: &Drains) -> String {
     let mut out = String::new();
     for (title, head, rows) in [holding(d), released(d), terminating(d), terminated(d)] {
         section(&mut out, title, head, rows);
@@ -106,17 +116,18 @@ pub fn render(d: &Value) -> String {
 /// A section: its title, its head, its rows.
 type Section = (&'static str, &'static [&'static str], Vec<Vec<String>>);
 
-fn holding(d: &Value) -> Section {
-    let rows = list(d, "active")
+fn holding(d: &Drains) -> Section {
+    let rows = d
+        .active
         .iter()
         .map(|a| {
             vec![
-                s(a, "pod"),
-                short(s(a, "container")),
-                s(a, "policy"),
-                s(a, "scope"),
-                ms(a, "max_ms"),
-                s(a, "inbound"),
+                a.pod.clone(),
+                short(a.container.as_deref()),
+                a.policy.as_str().into(),
+                a.scope.as_str().into(),
+                secs(a.max_ms),
+                or_dash(a.inbound),
                 ignoring(a),
             ]
         })
@@ -133,27 +144,23 @@ fn holding(d: &Value) -> Section {
     ("HOLDING", head, rows)
 }
 
-fn released(d: &Value) -> Section {
-    let rows = list(d, "released")
+fn released(d: &Drains) -> Section {
+    let rows = d
+        .released
         .iter()
         .rev()
         .map(|r| {
+            let o = &r.report;
             vec![
-                s(r, "pod"),
-                short(s(r, "container")),
-                s(r, "reason"),
-                ms(r, "waited_ms"),
-                s(r, "inbound_at_start"),
-                s(r, "peak_inbound"),
-                s(r, "new_connections"),
+                r.pod.clone(),
+                short(r.container.as_deref()),
+                o.reason.as_str().into(),
+                secs(o.waited_ms),
+                o.inbound_at_start.to_string(),
+                o.peak_inbound.to_string(),
+                o.new_connections.to_string(),
                 ignored(r),
-                format!(
-                    "|{}|",
-                    sparkline(
-                        r["timeline"].as_array().map_or(&[], Vec::as_slice),
-                        r["waited_ms"].as_u64().unwrap_or(0)
-                    )
-                ),
+                format!("|{}|", sparkline(&o.timeline, o.waited_ms)),
             ]
         })
         .collect();
@@ -171,25 +178,33 @@ fn released(d: &Value) -> Section {
     ("RELEASED", head, rows)
 }
 
-fn terminating(d: &Value) -> Section {
-    let rows = list(d, "terminating")
+fn terminating(d: &Drains) -> Section {
+    let rows = d
+        .terminating
         .iter()
-        .map(|t| vec![s(t, "uid"), s(t, "inbound_at_deletion"), s(t, "inbound_now")])
+        .map(|t| {
+            vec![
+                t.uid.clone(),
+                t.inbound_at_deletion.to_string(),
+                t.inbound_now.to_string(),
+            ]
+        })
         .collect();
     ("TERMINATING", &["UID", "INBOUND@DELETION", "INBOUND"], rows)
 }
 
-fn terminated(d: &Value) -> Section {
-    let rows = list(d, "terminated")
+fn terminated(d: &Drains) -> Section {
+    let rows = d
+        .terminated
         .iter()
         .rev()
         .map(|t| {
             vec![
-                s(t, "namespace"),
-                s(t, "name"),
-                s(t, "outcome"),
-                format!("{:.2}s", t["seconds_since_deletion"].as_f64().unwrap_or(0.0)),
-                s(t, "inbound_at_deletion"),
+                t.namespace.clone(),
+                t.name.clone(),
+                t.outcome.as_str().into(),
+                format!("{:.2}s", t.seconds_since_deletion),
+                t.inbound_at_deletion.to_string(),
             ]
         })
         .collect();

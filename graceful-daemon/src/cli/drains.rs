@@ -2,9 +2,7 @@
 //! and the terminating pods the agent watches. Drains live in the running
 //! daemon's memory, so this asks its local API.
 
-use serde_json::Value;
-
-pub use graceful_api::views::drains::render;
+pub use graceful_api::views::drains::{render, Drains};
 
 use super::{
     client::{self, ClientError},
@@ -20,7 +18,7 @@ pub struct Args {
 
 pub fn run(api: &std::path::Path, args: Args) -> anyhow::Result<i32> {
     super::require_root("graceful drains")?;
-    let d: Value = match client::get(api, "/v1/drains") {
+    let d: Drains = match client::get(api, "/v1/drains") {
         Ok(d) => d,
         Err(e @ ClientError::Down(_)) => {
             anyhow::bail!("{e}: drains are kept by the running daemon (start it, or pass --api-socket)")

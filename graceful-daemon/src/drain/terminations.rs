@@ -33,7 +33,6 @@ use std::{
 use graceful_common::clock::monotonic_ns;
 use graceful_common::watch as watch_flags;
 use k8s_openapi::jiff::Timestamp;
-use serde::Serialize;
 use tokio::{
     sync::broadcast::{self, error::RecvError},
     task::JoinHandle,
@@ -53,21 +52,10 @@ const RECENT: usize = 256;
 const LATE_NS: u64 = 2_000_000_000;
 
 mod procs;
-mod report;
 
+/// The reports and the watched pods, as every client reads them.
+pub use graceful_api::termination::{Outcome, TerminationReport, Watched};
 pub use procs::has_live_process;
-pub use report::{Outcome, TerminationReport};
-
-/// A pod being watched since its deletion.
-#[derive(Clone, Debug, Serialize)]
-pub struct Watched {
-    pub uid: String,
-    pub inbound_at_deletion: u64,
-    pub inbound_now: u64,
-    /// CLOCK_MONOTONIC ns of the deletion (see the module doc).
-    pub deletion_ns: u64,
-    pub deletion_requested_at: Option<String>,
-}
 
 #[derive(Default)]
 struct Shared {

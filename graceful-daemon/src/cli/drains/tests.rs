@@ -68,7 +68,7 @@ fn exclusions_show_as_rules_held_and_counts_released() {
     assert_eq!(d["released"][1]["ignored_at_release"], 2);
     assert!(d["released"][0].get("ignored").is_none(), "{d}");
 
-    let t = render(&d);
+    let t = render(&serde_json::from_value::<Drains>(d.clone()).unwrap());
     let lines: Vec<&str> = t.lines().collect();
     let at = |title: &str| lines.iter().position(|l| l.starts_with(title)).unwrap();
     let h = at("HOLDING");

@@ -10,15 +10,12 @@ use std::{
     },
 };
 
-use graceful_api::drain::{ActiveDrain, DrainReport};
+pub use graceful_api::views::drains::Drains;
 use graceful_common::{stat, CgroupCounters};
 use serde::Serialize;
 
 use crate::{
-    drain::{
-        table::Drains as DrainTable,
-        terminations::{TerminationReport, Terminations, Watched},
-    },
+    drain::{table::Drains as DrainTable, terminations::Terminations},
     kernel::adopt::pass::Report as AdoptReport,
     kernel::bpf::{paths::PinDir, pinned::Pinned, Kernel},
     metrics::{
@@ -51,16 +48,6 @@ pub struct Node {
     pub gate: Option<Arc<Socket>>,
     /// How many httpGet gate listeners are open; `None` with the gate off.
     pub http_gates: Option<Arc<AtomicUsize>>,
-}
-
-/// `/v1/drains`: the drains in progress and released, and the
-/// terminating pods watched and reported (gated or not).
-#[derive(Clone, Debug, Serialize)]
-pub struct Drains {
-    pub active: Vec<ActiveDrain>,
-    pub released: Vec<DrainReport>,
-    pub terminating: Vec<Watched>,
-    pub terminated: Vec<TerminationReport>,
 }
 
 /// `/readyz` and `/v1/status`.
