@@ -13,27 +13,23 @@ use crate::agents::said;
 /// How long one agent may take to answer.
 const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
 
-/// The body of `GET path` on `pod`'s API at `port` (on the pod's
-/// loopback), or one line saying why not.
-pub async fn get(
-    pods: &Api<Pod>,
-    namespace: &str,
-    pod: &str,
-    port: u16,
-    path: &str,
-) -> Result<Bytes, String> {
-    tokio::time::timeout(TIMEOUT, get_now(pods, namespace, pod, port, path))
+/// An agent's local API: its pod, and the port on the pod's loopback.
+pub struct Target {
+    pub namespace: String,
+    pub pod: String,
+    pub port: u16,
+}
+
+/// The body of `GET path` on `to`, or one line saying why not.
+pub async fn get(pods: &Api<Pod>, to: &Target, path: &str) -> Result<Bytes, String> {
+    tokio::time::timeout(TIMEOUT, get_now(pods, to, path))
         .await
         .unwrap_or_else(|_| Err(format!("no answer within {} s", TIMEOUT.as_secs())))
 }
 
-async fn get_now(
-    pods: &Api<Pod>,
-    namespace: &str,
-    pod: &str,
-    port: u16,
-    path: &str,
-) -> Result<Bytes, String> {
+async fn get_now(pods: &Api<Pod>, to: &Target, path: &str) -> Result<Bytes, String> {
+    let Target { namespace, pod, port } = to;
+    let port = *port;
     let mut pf = pods.portforward(pod, &[port]).await.map_err(|e| {
         format!(
             "cannot port-forward to {namespace}/{pod}: {} (needs `get` and `create` on pods/portforward in {namespace}: the API server asks `get` of a websocket port-forward, and `create` of SPDY and of newer servers)",

@@ -51,17 +51,17 @@ async fn ask(cli: &Cli) -> anyhow::Result<Vec<(Agent, Result<Value, String>)>> {
         if a.unavailable.is_some() {
             continue;
         }
-        let (pods, ns, pod, port) = (
-            pods.clone(),
-            cli.agent_namespace.clone(),
-            a.pod.clone(),
-            a.api_port,
-        );
-        let turns = turns.clone();
+        let to = forward::Target {
+            namespace: cli.agent_namespace.clone(),
+            pod: a.pod.clone(),
+            port: a.api_port,
+        };
+        let (pods, turns) = (pods.clone(), turns.clone());
         tasks.spawn(async move {
             let _turn = turns.acquire_owned().await;
-            let got = forward::get(&pods, &ns, &pod, port, path).await.and_then(|b| {
-                serde_json::from_slice::<Value>(&b).map_err(|e| format!("{ns}/{pod}: not JSON: {e}"))
+            let got = forward::get(&pods, &to, path).await.and_then(|b| {
+                serde_json::from_slice::<Value>(&b)
+                    .map_err(|e| format!("{}/{}: not JSON: {e}", to.namespace, to.pod))
             });
             (i, got)
         });
