@@ -176,6 +176,15 @@ fn documents(yaml: &str) -> Vec<Value> {
         .collect()
 }
 
+/// A list of strings, as rendered.
+fn strings(v: &Value) -> Vec<&str> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect()
+}
+
 /// The agent's container of a rendered stream.
 fn agent_container(docs: &[Value]) -> &Value {
     &object(docs, "DaemonSet")["spec"]["template"]["spec"]["containers"][0]
@@ -201,12 +210,7 @@ fn each_platforms_profile_renders_what_that_platform_needs() {
     // describe` shows them, AppArmor as a field (1.30 and later).
     let defaults = render(&[]);
     let c = agent_container(&defaults);
-    let args: Vec<&str> = c["args"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
+    let args = strings(&c["args"]);
     let at = args.iter().position(|a| *a == "--metrics-addr").unwrap();
     assert_eq!(args[at + 1], ":9464", "{args:?}");
     for probe in ["readinessProbe", "livenessProbe"] {
@@ -271,12 +275,7 @@ fn each_platforms_profile_renders_what_that_platform_needs() {
         scc["seLinuxContext"]["seLinuxOptions"],
         c["securityContext"]["seLinuxOptions"]
     );
-    let allowed: BTreeSet<&str> = scc["volumes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
+    let allowed: BTreeSet<&str> = strings(&scc["volumes"]).into_iter().collect();
     for v in pod["volumes"].as_array().unwrap() {
         let kind = v.as_object().unwrap().keys().find(|k| *k != "name").unwrap();
         assert!(
