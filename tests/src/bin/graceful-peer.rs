@@ -18,7 +18,7 @@
 //! - `accepted [PORT]` → `ok N`: connections accepted so far (by one listener).
 //! - `held` → `ok OUT IN`.
 //! - `fds-in` → `ok FD...`: the descriptors of the held accepted connections.
-//! - `traffic ADDR MS HOLD_MS [CONC]` → `ok DONE FAILED`: requests for MS ms.
+//! - `traffic ADDR MS HOLD_MS [CONC]` → `ok DONE FAILED LAST_FIN_NS`: requests for MS ms.
 //! - `send-out N BYTES` → `ok`: payload on N held outbound connections.
 //! - `gate SOCKET HEX` → `ok HEX`: a raw request to a unix socket, and its answer.
 //! - `gate-flood SOCKET N HEX|-` → `ok HELD S429 S503 VANISHED OTHER FAILED`:
@@ -163,29 +163,36 @@ fn churn(addrs: &str, n: u64, how: &str) -> Result<String, String> {
 /// Request traffic for `ms` milliseconds from `conc` threads: each request
 /// is a connection that sends a line, stays open `hold_ms` (the request's
 /// latency), then closes and waits for the server to close. Replies
-/// `ok DONE FAILED`.
+/// `ok DONE FAILED LAST_FIN_NS`: the last is CLOCK_MONOTONIC just before
+/// the last request that completed sent its FIN, so its close came after
+/// (a drain's report is on the same clock).
 fn traffic(addr: &str, ms: u64, hold_ms: u64, conc: u64) -> Result<String, String> {
     let addr: SocketAddr = addr.parse().map_err(|e| format!("bad address {addr}: {e}"))?;
     let until = std::time::Instant::now() + Duration::from_millis(ms);
     let done = Arc::new(AtomicU64::new(0));
     let failed = Arc::new(AtomicU64::new(0));
+    let last_fin = Arc::new(AtomicU64::new(0));
     let threads: Vec<_> = (0..conc)
         .map(|_| {
-            let (done, failed) = (done.clone(), failed.clone());
+            let (done, failed, last_fin) = (done.clone(), failed.clone(), last_fin.clone());
             std::thread::spawn(move || {
                 while std::time::Instant::now() < until {
-                    let ok = (|| -> std::io::Result<()> {
+                    let ok = (|| -> std::io::Result<u64> {
                         let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
                         s.write_all(b"GET\n")?;
                         std::thread::sleep(Duration::from_millis(hold_ms));
+                        let fin = graceful_test_support::monotonic_ns();
                         s.shutdown(Shutdown::Write)?;
                         s.set_read_timeout(Some(Duration::from_secs(5)))?;
                         let mut buf = [0u8; 64];
                         while s.read(&mut buf)? > 0 {}
-                        Ok(())
+                        Ok(fin)
                     })();
                     match ok {
-                        Ok(()) => done.fetch_add(1, Ordering::SeqCst),
+                        Ok(fin) => {
+                            last_fin.fetch_max(fin, Ordering::SeqCst);
+                            done.fetch_add(1, Ordering::SeqCst)
+                        }
                         Err(_) => failed.fetch_add(1, Ordering::SeqCst),
                     };
                 }
@@ -196,9 +203,10 @@ fn traffic(addr: &str, ms: u64, hold_ms: u64, conc: u64) -> Result<String, Strin
         let _ = t.join();
     }
     Ok(format!(
-        "ok {} {}",
+        "ok {} {} {}",
         done.load(Ordering::SeqCst),
-        failed.load(Ordering::SeqCst)
+        failed.load(Ordering::SeqCst),
+        last_fin.load(Ordering::SeqCst)
     ))
 }
 
