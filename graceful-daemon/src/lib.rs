@@ -23,6 +23,7 @@
 //!
 //! Beside them, small pieces every room may use: [`metrics`] (what the
 //! agent counts), [`share`] (each caller's fair share of a server),
+//! [`listen`] (a TCP listener, on every address for `:PORT`),
 //! [`duration`], [`logging`] and [`sync`].
 
 // The bound on a function's length (the workspace's lints) is for the
@@ -39,6 +40,7 @@ pub mod continuity;
 pub mod drain;
 pub mod duration;
 pub mod kernel;
+pub mod listen;
 pub mod logging;
 pub mod metrics;
 pub mod node;

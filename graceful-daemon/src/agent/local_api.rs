@@ -94,7 +94,7 @@ pub async fn start(
         if addr == "off" {
             continue;
         }
-        let listener = bind_tcp(addr).await.map_err(|e| {
+        let listener = crate::listen::tcp(addr).await.map_err(|e| {
             anyhow::anyhow!("cannot serve the local API on {addr}: {e} (set {flag}, or `off`)")
         })?;
         let bound = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
@@ -118,18 +118,4 @@ pub async fn start(
         Err(e) => error!("{e:#}; going on without the API socket (the CLI reads the pins instead)"),
     }
     Ok(())
-}
-
-/// `:PORT` on every address of the pod, both families
-/// ([`crate::serve::any_address`]), or the address as written.
-async fn bind_tcp(addr: &str) -> std::io::Result<tokio::net::TcpListener> {
-    let Some(port) = addr.strip_prefix(':') else {
-        return tokio::net::TcpListener::bind(addr).await;
-    };
-    let port = port
-        .parse()
-        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-    let listener = crate::serve::any_address::bind(port)?;
-    listener.set_nonblocking(true)?;
-    tokio::net::TcpListener::from_std(listener)
 }

@@ -130,7 +130,7 @@ pub enum Switch {
 
 /// `--api-addr`, `--metrics-addr`: `off`, an IP address and port
 /// (`127.0.0.1:9464`, `[::]:9464`, `0.0.0.0:0`), or `:PORT`, every
-/// address of the pod in both families ([`crate::serve::any_address`]). A
+/// address of the pod in both families ([`crate::listen::any_address`]). A
 /// host name is refused: the agent binds before any resolver is worth
 /// trusting, and the probes name an address.
 pub fn api_addr(s: &str) -> Result<String, String> {

@@ -7,11 +7,8 @@
 //! - [`httpgate`]: the kubelet's httpGet hook on a pod's own address;
 //! - [`local_api`]: the local API, read-only, `/metrics` included;
 //! - [`http_conn`]: one HTTP/1.1 connection, for every transport;
-//! - [`any_address`]: a TCP listener on every address of a namespace, both
-//!   families;
 //! - [`reply`]: the responses they share.
 
-pub mod any_address;
 pub mod gate;
 pub mod http_conn;
 pub mod httpgate;

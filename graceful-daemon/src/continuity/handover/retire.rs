@@ -96,7 +96,7 @@ pub fn run(api_socket: &Path, probe_addr: &str, stopping: bool) -> anyhow::Resul
         let mut int = signal(SignalKind::interrupt())?;
         let in_pod = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
         let probes = if in_pod && probe_addr != "off" {
-            match tokio::net::TcpListener::bind(probe_addr).await {
+            match crate::listen::tcp(probe_addr).await {
                 Ok(l) => Some(tokio::spawn(probes(l))),
                 Err(e) => {
                     error!(addr = probe_addr, error = %e, "retired: cannot answer the probes");

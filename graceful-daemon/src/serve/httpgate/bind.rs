@@ -1,5 +1,5 @@
 //! A listening socket bound inside a pod's network namespace: the httpGet
-//! gate's on every address of it ([`crate::serve::any_address`]), or the socket gate's
+//! gate's on every address of it ([`crate::listen::any_address`]), or the socket gate's
 //! abstract unix socket, [`graceful_api::POD_SOCKET`].
 
 use std::{io, net::TcpListener, os::unix::net::UnixListener};
@@ -35,7 +35,7 @@ pub fn listen_in(ns: &NetNs, port: u16) -> Result<TcpListener, BindError> {
         origin: ns.origin.display().to_string(),
         source,
     };
-    let bound = run_in(ns, || crate::serve::any_address::bind(port)).map_err(other)?;
+    let bound = run_in(ns, || crate::listen::any_address(port)).map_err(other)?;
     let listener = bound.map_err(|e| match e.kind() {
         io::ErrorKind::AddrInUse => BindError::Taken(port),
         _ => other(e),

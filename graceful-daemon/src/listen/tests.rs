@@ -18,7 +18,7 @@ fn reach(listener: &TcpListener, to: std::net::IpAddr) -> SocketAddr {
 
 #[test]
 fn one_socket_answers_ipv4_and_ipv6() {
-    let l = bind(0).unwrap();
+    let l = any_address(0).unwrap();
     let local = l.local_addr().unwrap();
     assert_eq!(local.ip(), std::net::IpAddr::V6(Ipv6Addr::UNSPECIFIED), "{local}");
     let v6 = reach(&l, Ipv6Addr::LOCALHOST.into());
@@ -34,12 +34,26 @@ fn one_socket_answers_ipv4_and_ipv6() {
 
 #[test]
 fn a_port_taken_is_reported_taken() {
-    let first = bind(0).unwrap();
+    let first = any_address(0).unwrap();
     let port = first.local_addr().unwrap().port();
-    let e = bind(port).unwrap_err();
+    let e = any_address(port).unwrap_err();
     assert_eq!(e.kind(), io::ErrorKind::AddrInUse, "{e}");
     // An IPv4 listener takes the port for a dual-stack one too.
     let v4 = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-    let e = bind(v4.local_addr().unwrap().port()).unwrap_err();
+    let e = any_address(v4.local_addr().unwrap().port()).unwrap_err();
     assert_eq!(e.kind(), io::ErrorKind::AddrInUse, "{e}");
+}
+
+#[tokio::test]
+async fn an_address_as_written_or_every_address_for_a_bare_port() {
+    let l = tcp("127.0.0.1:0").await.unwrap();
+    assert!(l.local_addr().unwrap().ip().is_loopback());
+    let l = tcp(":0").await.unwrap();
+    assert_eq!(
+        l.local_addr().unwrap().ip(),
+        std::net::IpAddr::V6(Ipv6Addr::UNSPECIFIED)
+    );
+    for bad in [":", ":70000", "nowhere:1"] {
+        assert!(tcp(bad).await.is_err(), "{bad}");
+    }
 }
