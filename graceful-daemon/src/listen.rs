@@ -36,11 +36,16 @@ pub async fn tcp(addr: &str) -> io::Result<tokio::net::TcpListener> {
 }
 
 /// Binds `port` on every address of the calling thread's network
-/// namespace. A port taken is reported as such ([`io::ErrorKind::AddrInUse`]),
-/// never retried on IPv4 alone.
+/// namespace. Only a kernel without IPv6 (EAFNOSUPPORT) falls back to
+/// IPv4 alone; any other error (a port taken among them) is the caller's
+/// to report, so a listener never answers one family silently where the
+/// cluster may use the other.
 pub fn any_address(port: u16) -> io::Result<TcpListener> {
     match dual_stack(port) {
-        Err(e) if e.kind() != io::ErrorKind::AddrInUse => TcpListener::bind((Ipv4Addr::UNSPECIFIED, port)),
+        Err(e) if e.raw_os_error() == Some(libc::EAFNOSUPPORT) => {
+            tracing::debug!(port, "no IPv6 in this network namespace: listening on IPv4 alone");
+            TcpListener::bind((Ipv4Addr::UNSPECIFIED, port))
+        }
         r => r,
     }
 }

@@ -113,9 +113,21 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Pods { .. } => print!("{}", pods_table(&cli, &ok)?),
         Command::Drains => {
             for (a, v) in &ok {
-                println!("NODE {} ({})", a.node, a.pod);
-                let d: drains::Drains = serde_json::from_value((*v).clone())?;
-                println!("{}", drains::render(&d));
+                // One agent whose answer does not read (a newer agent's
+                // release reason, say) is its own line; the rest print.
+                match serde_json::from_value::<drains::Drains>((*v).clone()) {
+                    Ok(d) => {
+                        println!("NODE {} ({})", a.node, a.pod);
+                        println!("{}", drains::render(&d));
+                    }
+                    Err(e) => {
+                        eprintln!(
+                            "kubectl graceful: node {}: {}/{}: {e} (`-o json` shows the answer as sent)",
+                            a.node, cli.agent_namespace, a.pod
+                        );
+                        code = 1;
+                    }
+                }
             }
         }
         Command::Cgroups { .. } => {

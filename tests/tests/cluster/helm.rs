@@ -140,6 +140,8 @@ fn a_wrong_value_fails_in_one_line_that_names_it() {
         ("ports.metrics=70000", "/ports/metrics"),
         ("image.digest=latest", "/image/digest"),
         ("resourceQuota.pods=lots", "/resourceQuota/pods"),
+        ("resourceQuota.pods=0", "/resourceQuota/pods"),
+        ("agent.seccompProfile.localhostProfile=x", "/agent/seccompProfile"),
         (
             "metrics.serviceMonitor.interval=often",
             "/metrics/serviceMonitor/interval",
@@ -270,11 +272,24 @@ fn each_platforms_profile_renders_what_that_platform_needs() {
     );
     assert_eq!(scc["allowHostPID"], pod["hostPID"]);
     assert_eq!(scc["allowPrivilegedContainer"], false);
-    assert_eq!(c["securityContext"]["seLinuxOptions"]["type"], "spc_t");
     assert_eq!(
-        scc["seLinuxContext"]["seLinuxOptions"],
-        c["securityContext"]["seLinuxOptions"]
+        scc["allowPrivilegeEscalation"],
+        c["securityContext"]["allowPrivilegeEscalation"]
     );
+    assert_eq!(
+        scc["readOnlyRootFilesystem"],
+        c["securityContext"]["readOnlyRootFilesystem"]
+    );
+    assert_eq!(
+        (&scc["runAsUser"]["type"], &scc["runAsUser"]["uid"]),
+        (&Value::from("MustRunAs"), &c["securityContext"]["runAsUser"])
+    );
+    assert_eq!(scc["seccompProfiles"], serde_json::json!(["runtime/default"]));
+    // The pod sets its own SELinux type; the SCC does not pin a label
+    // (with MustRunAs it would add the namespace's MCS level, and refuse
+    // a pod whose options carry none).
+    assert_eq!(c["securityContext"]["seLinuxOptions"]["type"], "spc_t");
+    assert_eq!(scc["seLinuxContext"]["type"], "RunAsAny");
     let allowed: BTreeSet<&str> = strings(&scc["volumes"]).into_iter().collect();
     for v in pod["volumes"].as_array().unwrap() {
         let kind = v.as_object().unwrap().keys().find(|k| *k != "name").unwrap();
