@@ -141,7 +141,10 @@ fn a_wrong_value_fails_in_one_line_that_names_it() {
         ("image.digest=latest", "/image/digest"),
         ("resourceQuota.pods=lots", "/resourceQuota/pods"),
         ("resourceQuota.pods=0", "/resourceQuota/pods"),
-        ("agent.seccompProfile.localhostProfile=x", "/agent/seccompProfile"),
+        (
+            "agent.seccompProfile.localhostProfile=x",
+            "agent.seccompProfile.localhostProfile is for type: Localhost only",
+        ),
         (
             "metrics.serviceMonitor.interval=often",
             "/metrics/serviceMonitor/interval",
