@@ -88,7 +88,7 @@ impl NodeAddrs {
     /// Whether `ip` is one of the node's addresses (an IPv4-mapped IPv6
     /// peer, as a dual-stack listener sees IPv4, is taken as its IPv4).
     pub fn is_node(&self, ip: IpAddr) -> bool {
-        let ip = canonical(ip);
+        let ip = ip.to_canonical();
         if ip.is_loopback() || ip.is_unspecified() {
             return false;
         }
@@ -122,7 +122,7 @@ impl NodeAddrs {
             .addrs
             .iter()
             .copied()
-            .filter(|ip| !canonical(*ip).is_loopback())
+            .filter(|ip| !ip.to_canonical().is_loopback())
             .collect();
         v.sort();
         v
@@ -192,15 +192,7 @@ impl NodeAddrs {
 }
 
 fn canonical_addr(a: SocketAddr) -> SocketAddr {
-    SocketAddr::new(canonical(a.ip()), a.port())
-}
-
-/// `ip`, or the IPv4 address it maps (`::ffff:10.0.0.5` → `10.0.0.5`).
-pub fn canonical(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(ip),
-        v4 => v4,
-    }
+    SocketAddr::new(a.ip().to_canonical(), a.port())
 }
 
 /// Every address of every interface of the calling thread's namespace.

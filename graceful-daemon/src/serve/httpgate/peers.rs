@@ -158,20 +158,11 @@ fn parse(query: &str) -> Option<HookQuery> {
 /// namespace: loopback (Istio's 127.0.0.6 among it), Istio's IPv6
 /// passthrough source `::6`, or the address it arrived at.
 pub fn in_pod(peer: IpAddr, local: Option<IpAddr>) -> bool {
-    let peer = match peer {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(peer),
-        v4 => v4,
-    };
+    // A dual-stack listener meets IPv4 peers as IPv4-mapped addresses.
+    let peer = peer.to_canonical();
     peer.is_loopback()
         || peer == IpAddr::V6(std::net::Ipv6Addr::new(0, 0, 0, 0, 0, 0, 0, 6))
-        || Some(peer) == local.map(unmapped)
-}
-
-fn unmapped(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(ip),
-        v4 => v4,
-    }
+        || Some(peer) == local.map(|l| l.to_canonical())
 }
 
 #[cfg(test)]

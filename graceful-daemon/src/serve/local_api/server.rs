@@ -87,33 +87,22 @@ impl Budget {
                 ticket: s.connect(&p.key())?,
                 requests: Requests::Many,
             }),
-            (Budget::Probes(b), Peer::Tcp { peer, local }) => {
-                let host = b.node.is_node(peer.ip())
-                    && matches!(b.node.caller(*peer, *local, &b.owner), NodeCaller::Host { .. });
-                if host {
-                    return Ok(Admitted {
-                        ticket: b.reserved.connect("the node")?,
-                        requests: Requests::One,
-                    });
-                }
+            (Budget::Probes(b), p) => {
+                let host = matches!(p, Peer::Tcp { peer, local }
+                    if b.node.is_node(peer.ip())
+                        && matches!(b.node.caller(*peer, *local, &b.owner), NodeCaller::Host { .. }));
+                let ticket = if host {
+                    b.reserved.connect("the node")?
+                } else {
+                    b.public.connect(&p.key())?
+                };
                 Ok(Admitted {
-                    ticket: b.public.connect(&peer_key(peer))?,
+                    ticket,
                     requests: Requests::One,
                 })
             }
-            (Budget::Probes(b), p) => Ok(Admitted {
-                ticket: b.public.connect(&p.key())?,
-                requests: Requests::One,
-            }),
         }
     }
-}
-
-/// A peer's address as its share is kept: an IPv4 peer of a dual-stack
-/// listener (`::ffff:10.0.0.5`) as its IPv4 address, the same peer on
-/// either kind of listener.
-fn peer_key(peer: &std::net::SocketAddr) -> String {
-    crate::node::addrs::canonical(peer.ip()).to_string()
 }
 
 /// Who connected.
@@ -128,7 +117,9 @@ pub enum Peer {
 impl Peer {
     fn key(&self) -> String {
         match self {
-            Peer::Tcp { peer, .. } => peer_key(peer),
+            // An IPv4 peer of a dual-stack listener (`::ffff:10.0.0.5`)
+            // keeps the share of its IPv4 address.
+            Peer::Tcp { peer, .. } => peer.ip().to_canonical().to_string(),
             Peer::Unix => "unix socket".into(),
         }
     }
@@ -207,3 +198,6 @@ pub fn bind_unix(path: &Path) -> anyhow::Result<UnixListener> {
         .map_err(|e| anyhow::anyhow!("cannot make {} root's only: {e}", path.display()))?;
     Ok(l)
 }
+
+#[cfg(test)]
+mod tests;

@@ -33,21 +33,13 @@ pub struct Classified {
     pub role: Role,
 }
 
-/// Strips the IPv4-mapped wrapper so `::ffff:a.b.c.d` compares equal to `a.b.c.d`.
-fn canonical(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-        v4 => v4,
-    }
-}
-
 /// Whether a listener bound to `listen` accepts connections addressed to `local`.
 fn listener_covers(listen: IpAddr, local: IpAddr) -> bool {
     match listen {
         // `::` without IPV6_V6ONLY also accepts IPv4; we assume dual-stack.
         IpAddr::V6(a) if a.is_unspecified() => true,
-        IpAddr::V4(a) if a.is_unspecified() => canonical(local).is_ipv4(),
-        _ => canonical(listen) == canonical(local),
+        IpAddr::V4(a) if a.is_unspecified() => local.to_canonical().is_ipv4(),
+        _ => listen.to_canonical() == local.to_canonical(),
     }
 }
 
