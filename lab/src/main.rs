@@ -24,6 +24,7 @@ mod cluster;
 mod debian;
 mod demo;
 mod mounts;
+mod programs;
 mod rollout;
 mod soak;
 mod vm;

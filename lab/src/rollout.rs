@@ -4,9 +4,10 @@
 //! the table that compares them (failed requests, p99 latency, time per pod
 //! termination, total rollout time), or `--json`.
 //!
-//! The simulation lives with the integration tests (`graceful_tests::rollout`,
-//! the `graceful-rollout` binary), which own the cgroups, namespaces and
-//! agent it needs, and whose kernel test asserts on the same code. This sets
+//! The simulation lives with the integration tests (`graceful_tests::rollout`),
+//! which own the cgroups, namespaces and agent it needs, and whose kernel
+//! test asserts on the same code; the lab's `graceful-rollout` program
+//! (lab/programs) runs it. This sets
 //! the machine up, builds, and runs it with the arguments given. Setup's and
 //! the build's output goes to stderr: stdout is the table's.
 //!
@@ -47,12 +48,15 @@ pub fn run(args: &[String]) -> anyhow::Result<i32> {
     let agent = on_stderr(|| {
         xtask::setup::run()?;
         let agent = xtask::build::build_agent(true)?;
+        // The pods' app is the tests' peer (`graceful-peer rollout-app`),
+        // which the simulation finds beside itself.
         let mut cmd = cargo();
-        cmd.args(["build", "-q", "-p", "graceful-tests", "--bin", "graceful-rollout"]);
+        cmd.args(["build", "-q", "-p", "graceful-tests", "--bin", "graceful-peer"]);
         util::run(&mut cmd)?;
-        Ok(agent)
+        Ok((agent, crate::programs::build("graceful-rollout", false)?))
     })?;
-    let mut cmd = Command::new(agent.with_file_name("graceful-rollout"));
+    let (agent, rollout) = agent;
+    let mut cmd = Command::new(rollout);
     cmd.args(args).env("GRACEFUL_BIN", &agent);
     if let Some(s) = &session {
         s.point(&mut cmd);

@@ -5,9 +5,12 @@
 //!   its own: started, stopped within a bound, uninstalled;
 //! - [`cgroup`]: cgroup v2 directories made and removed, processes started
 //!   inside one;
+//! - [`http_response`]: one HTTP/1.1 response read from a kept connection;
 //! - [`memcg`]: a memory cgroup (v2, or the v1 hierarchy of a hybrid host);
 //! - [`process`]: children waited for within a bound, and children driven
 //!   one line at a time (the tests' peers, the demo's client);
+//! - [`sockets`]: an RST close, room for many descriptors, a mesh proxy's
+//!   SO_ORIGINAL_DST and bound connect;
 //! - [`ss`]: the kernel's own count of a cgroup's live connections;
 //! - [`tinyfs`]: a 64 KiB tmpfs, a disk that fills;
 //! - [`poll`]: the one polling loop;
@@ -17,6 +20,7 @@
 
 pub mod agent;
 pub mod cgroup;
+pub mod http_response;
 pub mod memcg;
 pub mod process;
 pub mod sockets;

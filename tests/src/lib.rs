@@ -1,15 +1,14 @@
 //! Support for graceful's integration tests: real cgroups, network
 //! namespaces, peer processes and the real agent, each cleaned up on drop.
 //! The tests themselves are in `tests/kernel/` and `tests/cluster/`; the
-//! benchmarks' measurements are [`bench`], run by the `graceful-bench`
-//! binary.
+//! one program here is their fixture, `graceful-peer`. The lab's programs
+//! are crates of the lab's workspace: the benchmarks, the rollout and the
+//! cluster demo (`lab/programs`) are built on this library.
 pub mod agent;
-pub mod bench;
 pub mod cgroup;
 pub mod cluster;
 pub mod gate;
 pub mod http_hook;
-pub mod http_response;
 pub mod k8s;
 pub mod mesh;
 pub mod nested;
@@ -20,7 +19,6 @@ pub mod peer;
 pub mod pod;
 pub mod promtool;
 pub mod rollout;
-pub mod stand_in;
 pub mod unix_http;
 
 pub use graceful_test_support::{is_root, memcg, monotonic_ns, process, tinyfs, unique, which};

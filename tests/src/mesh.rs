@@ -17,8 +17,7 @@
 
 use std::{
     io::{Read, Write},
-    net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream},
-    os::fd::AsRawFd,
+    net::{Ipv4Addr, TcpListener, TcpStream},
     sync::{
         atomic::{AtomicBool, Ordering},
         Arc,
@@ -27,6 +26,7 @@ use std::{
 };
 
 use crate::netns::NetNs;
+use graceful_test_support::sockets::{connect_from, original_dst};
 
 /// Istio's inbound capture port and Envoy's passthrough source.
 pub const ISTIO_INBOUND: u16 = 15006;
@@ -201,43 +201,6 @@ impl Drop for Relay {
             let _ = t.join();
         }
     }
-}
-
-/// Where a redirected connection was going (SO_ORIGINAL_DST).
-pub fn original_dst(s: &TcpStream) -> std::io::Result<SocketAddr> {
-    const SO_ORIGINAL_DST: libc::c_int = 80;
-    // SAFETY: zeroed sockaddr_in is valid; `len` matches it.
-    let mut sa: libc::sockaddr_in = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-    // SAFETY: `sa` and `len` are live and sized for an IPv4 address.
-    let rc = unsafe {
-        libc::getsockopt(
-            s.as_raw_fd(),
-            libc::SOL_IP,
-            SO_ORIGINAL_DST,
-            (&mut sa as *mut libc::sockaddr_in).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(SocketAddr::V4(SocketAddrV4::new(
-        Ipv4Addr::from(u32::from_be(sa.sin_addr.s_addr)),
-        u16::from_be(sa.sin_port),
-    )))
-}
-
-/// Connects to `dst`, from `from` if given (bound first), else from
-/// wherever the route says.
-pub fn connect_from(dst: SocketAddr, from: Option<Ipv4Addr>) -> std::io::Result<TcpStream> {
-    let Some(src) = from else {
-        return TcpStream::connect_timeout(&dst, Duration::from_secs(5));
-    };
-    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
-    sock.bind(&SocketAddr::from((src, 0)).into())?;
-    sock.connect_timeout(&dst.into(), Duration::from_secs(5))?;
-    Ok(sock.into())
 }
 
 /// Copies each way on a thread of its own; a side's close is passed on.

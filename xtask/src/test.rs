@@ -116,10 +116,11 @@ fn run_phases(
     if code != 0 {
         return Ok(code);
     }
-    // The lab's own tests (its parsers and planners; lab/ is a workspace
-    // of its own, so `--workspace` above does not reach it).
+    // The lab's own tests (its parsers and planners, the stand-ins'
+    // protocols; lab/ is a workspace of its own, so `--workspace` above
+    // does not reach it).
     let mut cmd = lab::cargo_in_lab("test");
-    cmd.args(args);
+    cmd.arg("--workspace").args(args);
     println!("==> {}", display(&cmd));
     let code = util::exit_code(util::status(&mut cmd)?);
     phases.mark("lab tests (with build)");

@@ -4,9 +4,8 @@
 //! `preStop: sleep`, side by side in one run.
 //!
 //! The measurement lives with the end-to-end tests' support
-//! (`graceful_tests::cluster::release`, its table in
-//! `graceful_tests::bench::cluster_release`), run as the `graceful-bench`
-//! binary; this builds it in release mode, brings the node up (and down
+//! (`graceful_tests::cluster::release`), run and tabled by the lab's
+//! `graceful-bench cluster-release` (lab/programs); this builds it in release mode, brings the node up (and down
 //! after, if it was not up), and runs it with the flags given.
 
 use xtask::util;
@@ -33,16 +32,9 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     // Built first: a failed build should not bring the node up for nothing.
-    util::run(util::cargo().args([
-        "build",
-        "--release",
-        "-p",
-        "graceful-tests",
-        "--bin",
-        "graceful-bench",
-    ]))?;
+    let bench = crate::programs::build("graceful-bench", true)?;
     let session = crate::cluster::Session::begin()?;
-    let mut cmd = std::process::Command::new(util::target_dir().join("release/graceful-bench"));
+    let mut cmd = std::process::Command::new(bench);
     cmd.arg("cluster-release")
         .args(["--rounds", &args.rounds.to_string()])
         .args(["--batch", &args.batch.to_string()])

@@ -169,7 +169,7 @@ fn build() -> anyhow::Result<Bins> {
     let release = super::build_release(&["graceful-daemon", "graceful-tests"])?;
     Ok(Bins {
         graceful: release.join("graceful"),
-        bench: release.join("graceful-bench"),
+        bench: crate::programs::build("graceful-bench", true)?,
     })
 }
 

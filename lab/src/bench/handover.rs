@@ -3,9 +3,9 @@
 //! drains are held: the gate's pause at p50 and p99, hooks cut (must be 0)
 //! and both agents' peak RSS. `--crash`: `kill -9` of the agent under its
 //! keeper instead, each round (the pause is the node's time without an
-//! agent; the RSS, the keeper's and the new agent's). The measurement lives with the integration
-//! tests' support (`graceful_tests::bench::handover`), which owns the
-//! simulated pods and the agents; this builds it in release mode with the
+//! agent; the RSS, the keeper's and the new agent's). The measurement is the lab's
+//! `graceful-bench handover` (lab/programs), on the integration tests'
+//! simulated pods and agents; this builds it in release mode with the
 //! agent and the hook, and runs it.
 
 #[derive(Debug, clap::Args)]
@@ -23,7 +23,8 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let release = super::build_release(&["graceful-daemon", "graceful-wait", "graceful-tests"])?;
-    let status = std::process::Command::new(release.join("graceful-bench"))
+    let bench = crate::programs::build("graceful-bench", true)?;
+    let status = std::process::Command::new(bench)
         .arg("handover")
         .args(["--swaps", &args.swaps.to_string()])
         .args(["--drains", &args.drains.to_string()])

@@ -23,8 +23,8 @@
 //! `churn-cost` and `memory` are measured here, and leave nothing behind,
 //! also on error or Ctrl-C. `release-latency` and `cluster-release` need
 //! the integration tests' peers, cgroups, fake API and test node: their
-//! measurements are `graceful_tests::bench` (tests/src/bench/), run as the
-//! `graceful-bench` binary, which these build in release mode and run.
+//! measurements are the lab's `graceful-bench` program (lab/programs, on
+//! the tests' support), which these build in release mode and run.
 
 use std::{
     path::PathBuf,

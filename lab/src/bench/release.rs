@@ -6,10 +6,9 @@
 //! window a `--policy quiet` drain is released, and how long after a pod's
 //! last inbound close the httpGet gate's response has its last byte.
 //!
-//! The measurements live with the integration tests' support
-//! (`graceful_tests::bench`, tests/src/bench/), which owns the peers,
-//! cgroups, agent and fake API they need, and run as the `graceful-bench`
-//! binary; this builds it in release mode with the agent and the hook, and
+//! The measurements are the lab's `graceful-bench release-latency`
+//! (lab/programs), on the integration tests' peers, cgroups, agent and
+//! fake API; this builds it in release mode with the agent and the hook, and
 //! runs it with the counts given.
 
 #[derive(Debug, clap::Args)]
@@ -41,7 +40,8 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let root = xtask::util::workspace_root();
     let release = super::build_release(&["graceful-daemon", "graceful-wait", "graceful-tests"])?;
-    let status = std::process::Command::new(release.join("graceful-bench"))
+    let bench = crate::programs::build("graceful-bench", true)?;
+    let status = std::process::Command::new(bench)
         .arg("release-latency")
         // Every latency measurement: drains, container exits, terminating
         // reports, quiet drains, the httpGet gate.

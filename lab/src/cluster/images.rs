@@ -71,13 +71,8 @@ impl Binaries {
     pub fn build() -> anyhow::Result<Binaries> {
         const MUSL: &str = xtask::setup::MUSL;
         let agent = xtask::image::build()?;
-        let mut cmd = util::cargo();
-        cmd.args(["build", "--release", "--target", MUSL]).args([
-            "-p",
-            "graceful-tests",
-            "--bin",
-            "graceful-stand-in",
-        ]);
+        let mut cmd = xtask::lab::cargo_in_lab("build");
+        cmd.args(["--release", "--target", MUSL, "-p", "graceful-stand-in"]);
         println!("==> {}", util::display(&cmd));
         util::run(&mut cmd).context("the static build of the stand-in failed")?;
         let dir = util::target_dir().join(MUSL).join("release");

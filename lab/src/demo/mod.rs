@@ -73,22 +73,13 @@ fn section(title: &str) {
     println!("\n==> {title}");
 }
 
-/// The demo on the test node: graceful-cluster-demo (graceful_tests::cluster::demo).
+/// The demo on the test node: graceful-cluster-demo (lab/programs).
 fn on_cluster(keep: bool) -> anyhow::Result<()> {
     section("the test node: cargo xtask cluster up");
     let session = crate::cluster::Session::begin()?;
-    let mut cmd = util::cargo();
-    cmd.args([
-        "build",
-        "-q",
-        "-p",
-        "graceful-tests",
-        "--bin",
-        "graceful-cluster-demo",
-    ]);
-    util::run(&mut cmd)?;
+    let demo = crate::programs::build("graceful-cluster-demo", false)?;
     section("a rolling update on a real node");
-    let mut cmd = std::process::Command::new(util::target_dir().join("debug/graceful-cluster-demo"));
+    let mut cmd = std::process::Command::new(demo);
     session.point(&mut cmd);
     let result = util::run(&mut cmd);
     if keep {

@@ -1,6 +1,6 @@
 //! The programs that go into the guest, built static with musl: the agent
 //! and its `graceful-wait` hook, the test binary, its peer and the guest's
-//! `/init`.
+//! `/init` (the lab's `vm-init` crate).
 
 use std::{path::PathBuf, process::Stdio};
 
@@ -25,20 +25,35 @@ pub struct Binaries {
 
 pub fn build(release: bool) -> anyhow::Result<Binaries> {
     let profile = if release { "release" } else { "debug" };
+    // The product's binaries and the tests' peer; the guest's /init is the
+    // lab's own crate.
     let mut cmd = cargo();
-    cmd.args(["build", "--target", MUSL]).args([
-        "-p",
-        "graceful-daemon",
-        "-p",
-        "graceful-wait",
-        "-p",
-        "graceful-tests",
-    ]);
-    if release {
-        cmd.arg("--release");
+    cmd.args(["build", "--target", MUSL])
+        .args([
+            "-p",
+            "graceful-daemon",
+            "-p",
+            "graceful-wait",
+            "-p",
+            "graceful-tests",
+        ])
+        .args([
+            "--bin",
+            "graceful",
+            "--bin",
+            "graceful-wait",
+            "--bin",
+            "graceful-peer",
+        ]);
+    let mut init = xtask::lab::cargo_in_lab("build");
+    init.args(["--target", MUSL, "-p", "graceful-vm-init"]);
+    for cmd in [&mut cmd, &mut init] {
+        if release {
+            cmd.arg("--release");
+        }
+        println!("==> {}", display(cmd));
+        util::run(cmd).context("the musl build failed (`cargo xtask setup` adds the musl target)")?;
     }
-    println!("==> {}", display(&cmd));
-    util::run(&mut cmd).context("the musl build failed (`cargo xtask setup` adds the musl target)")?;
 
     let mut cmd = cargo();
     cmd.args([

@@ -12,7 +12,7 @@
 //! 3. Per kernel, write an initramfs (`target/vm/<package>.cpio.gz`); boot
 //!    them two at a time ([`AT_ONCE`]), each under single-threaded TCG (see
 //!    `--accel`) on a host core of its own. The guest's
-//!    `/init` (`tests/src/bin/graceful-vm-init.rs`) runs the tests one at a
+//!    `/init` (`lab/vm-init`) runs the tests one at a
 //!    time and prints `init: success` or `init: failure`: the only verdict.
 //!    A kernel below graceful's floor (`floor.rs`) runs only the refusal
 //!    tests: the agent must refuse it in one line naming what it lacks.

@@ -67,5 +67,5 @@ impl Clients {
 fn request(s: &mut TcpStream) -> std::io::Result<u16> {
     s.write_all(b"GET / HTTP/1.1\r\nHost: e2e\r\n\r\n")?;
     // One request at a time: nothing follows the response to over-read.
-    Ok(crate::http_response::read(&mut std::io::BufReader::new(&*s))?.status)
+    Ok(graceful_test_support::http_response::read(&mut std::io::BufReader::new(&*s))?.status)
 }

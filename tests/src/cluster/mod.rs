@@ -8,7 +8,6 @@
 //! (`target/cluster/kubeconfig`) is used.
 
 pub mod clients;
-pub mod demo;
 pub mod forward;
 pub mod helm;
 pub mod late_lb;

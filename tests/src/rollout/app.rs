@@ -1,5 +1,5 @@
 //! The pod's app: a plain HTTP/1.1 server (std only, a thread per
-//! connection), run as `graceful-rollout __app` inside a pod's container
+//! connection), run as `graceful-peer rollout-app` inside a pod's container
 //! cgroup and network namespace. Each request takes `latency`, then gets
 //! `200 ok`.
 //!

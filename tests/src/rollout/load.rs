@@ -185,7 +185,7 @@ impl Client {
             "Connection: close\r\n"
         };
         write!(conn.get_mut(), "GET / HTTP/1.1\r\nHost: service\r\n{close}\r\n")?;
-        let r = crate::http_response::read(conn)?;
+        let r = graceful_test_support::http_response::read(conn)?;
         Ok((r.status, self.keepalive && r.reusable))
     }
 }

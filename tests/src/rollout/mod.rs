@@ -1,7 +1,7 @@
 //! A rolling replacement of a deployment's pods on a simulated node, behind
 //! a real load balancer under real load, run once per way of terminating a
 //! pod: no `preStop` hook, `preStop: sleep 15`, and graceful's gate.
-//! `cargo xtask rollout` (through the `graceful-rollout` binary) prints its
+//! `cargo xtask rollout` (through the lab's `graceful-rollout` program) prints its
 //! table; the kernel tests assert on it.
 //!
 //! Each run builds its node from scratch ([`node`]): HAProxy ([`lb`]) in

@@ -1,12 +1,11 @@
 //! One replica of the deployment: a pod in kubelet's cgroup layout with one
 //! app container, its own network namespace plugged into the node's bridge,
-//! and the app (`graceful-rollout __app`) running in both.
+//! and the app (`graceful-peer rollout-app`) running in both.
 
 use std::{
     io::{BufRead, BufReader, Read},
     net::{Ipv4Addr, SocketAddr},
     os::unix::process::CommandExt,
-    path::{Path, PathBuf},
     process::{Child, ChildStdout, Command, ExitStatus, Stdio},
     time::Duration,
 };
@@ -28,23 +27,6 @@ pub struct Served {
     pub last_response_ns: u64,
 }
 
-/// The binary that runs the app: `graceful-rollout`, itself when running
-/// as that command, else beside the test binary's target directory.
-pub fn app_bin() -> PathBuf {
-    if let Some(p) = std::env::var_os("GRACEFUL_ROLLOUT_BIN") {
-        return p.into();
-    }
-    let exe = std::env::current_exe().unwrap();
-    if exe.file_name().is_some_and(|n| n == "graceful-rollout") {
-        return exe;
-    }
-    // target/<profile>/deps/<test> → target/<profile>/graceful-rollout
-    exe.parent()
-        .and_then(Path::parent)
-        .map(|d| d.join("graceful-rollout"))
-        .unwrap()
-}
-
 pub struct Pod {
     /// Its name as an endpoint of the load balancer.
     pub name: String,
@@ -64,11 +46,10 @@ impl Pod {
         let ns = NetNs::create();
         let ip = node.plug(&ns)?;
         let sim = SimPod::create(1);
-        let bin = app_bin();
+        let bin = crate::peer::peer_bin();
         let mut cmd = Command::new(&bin);
-        cmd.args(["__app", "--listen", &SocketAddr::from((ip, PORT)).to_string()])
-            .arg("--latency")
-            .arg(format!("{}ms", latency.as_millis()))
+        cmd.args(["rollout-app", &SocketAddr::from((ip, PORT)).to_string()])
+            .arg(latency.as_millis().to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .process_group(0);

@@ -19,6 +19,9 @@
 //!   cgroup's `memory.events` file EVENTS passes KILLS (looking every 16
 //!   pages), or fails at BYTES; prints `done <bytes touched> <adj>` and
 //!   waits for its stdin to close.
+//! - `rollout-app ADDR LATENCY_MS`: the rollout simulation's pod app
+//!   (`graceful_tests::rollout::app`), listening on ADDR, each request
+//!   taking LATENCY_MS; it runs until its SIGTERM.
 
 use std::{
     io::{BufRead, BufReader, Read, Write},
@@ -41,6 +44,13 @@ pub fn run(args: &[String]) -> i32 {
                 _ => Err(format!("hog {kills} {bytes} {weight} {total}: numbers wanted")),
             }
         }
+        ["rollout-app", addr, latency_ms] => match (addr.parse(), latency_ms.parse()) {
+            (Ok(a), Ok(ms)) => graceful_tests::rollout::app::serve(a, std::time::Duration::from_millis(ms))
+                .map_err(|e| format!("rollout-app: {e:#}")),
+            _ => Err(format!(
+                "rollout-app {addr} {latency_ms}: an address and a number wanted"
+            )),
+        },
         _ => Err(format!("unknown one-shot command {words:?}")),
     };
     match done {

@@ -27,7 +27,7 @@
 //!
 //! - [`cluster_release`]: a deleted pod's last inbound close to its app's
 //!   SIGTERM, through the gate, a 1 s poller and `preStop: sleep` (the
-//!   measurement itself is `crate::cluster::release`; this prints its table).
+//!   measurement itself is `graceful_tests::cluster::release`; this prints its table).
 //!
 //! Shared: [`stats`] (the percentiles and the line each figure is printed
 //! as) and [`programs`] (the programs without an agent, for the drains
@@ -49,29 +49,32 @@ pub mod terminating;
 /// the hook sent from `node`, `close` run once the agent lists the drain.
 /// The answer, and when its last byte came (CLOCK_MONOTONIC ns).
 pub fn timed_http_drain(
-    agent: &crate::agent::Agent,
-    node: &crate::netns::NetNs,
+    agent: &graceful_tests::agent::Agent,
+    node: &graceful_tests::netns::NetNs,
     gate: std::net::SocketAddr,
     close: impl FnOnce(),
-) -> (std::io::Result<crate::http_hook::Answer>, u64) {
+) -> (std::io::Result<graceful_tests::http_hook::Answer>, u64) {
     std::thread::scope(|t| {
         let hook = t.spawn(move || {
-            let a = crate::http_hook::get(
+            let a = graceful_tests::http_hook::get(
                 node,
                 gate,
                 "/drain?policy=drained&settle=0s&min=0s&max=20s",
                 std::time::Duration::from_secs(30),
             );
-            (a, crate::monotonic_ns())
+            (a, graceful_tests::monotonic_ns())
         });
-        crate::gate::wait_draining(agent, 1);
+        graceful_tests::gate::wait_draining(agent, 1);
         close();
         hook.join().unwrap()
     })
 }
 
 /// The report of drain `i`'s answer, which must be 200 and `drained`.
-pub fn drained_report(i: usize, answer: std::io::Result<crate::http_hook::Answer>) -> serde_json::Value {
+pub fn drained_report(
+    i: usize,
+    answer: std::io::Result<graceful_tests::http_hook::Answer>,
+) -> serde_json::Value {
     let answer = answer.unwrap_or_else(|e| panic!("drain {i}: {e}"));
     let report = answer.json();
     assert_eq!(

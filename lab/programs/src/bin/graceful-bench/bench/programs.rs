@@ -8,7 +8,7 @@ use graceful::{
     kernel::bpf::{paths::PinDir, Kernel},
 };
 
-use crate::{agent::Agent, monotonic_ns};
+use graceful_tests::{agent::Agent, monotonic_ns};
 
 /// Pinned programs with no agent reading their event ring (a ring has one
 /// read position: a running agent would take the very events a bench

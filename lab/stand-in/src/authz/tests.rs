@@ -1,5 +1,5 @@
 use super::*;
-use crate::stand_in::http::{Handler, Response, Server};
+use crate::http::{Handler, Response, Server};
 use std::sync::Arc;
 
 fn engine() -> Server {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use graceful::kernel::bpf::paths::PinDir;
 
 use super::stats::summary;
-use crate::{
+use graceful_tests::{
     agent::Agent,
     gate::{finish, hook, pod_holding, wait_draining},
 };

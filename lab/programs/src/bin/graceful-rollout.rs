@@ -2,12 +2,13 @@
 //! simulated node, run three ways (no preStop hook, `preStop: sleep 15`,
 //! graceful's gate), and the table that compares them. `cargo xtask
 //! rollout` builds and runs it; the simulation is
-//! `graceful_tests::rollout`. Needs root.
+//! `graceful_tests::rollout` (its pods' app is `graceful-peer rollout-app`,
+//! which it finds beside itself). Needs root.
 
-use std::{net::SocketAddr, time::Duration};
+use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
-use graceful_tests::rollout::{self, app, report, stop, Config, Mode};
+use clap::Parser;
+use graceful_tests::rollout::{self, report, stop, Config, Mode};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -15,29 +16,8 @@ use graceful_tests::rollout::{self, app, report, stop, Config, Mode};
     bin_name = "cargo xtask rollout",
     about = "Roll a deployment's pods behind HAProxy on a simulated node, with no preStop hook, \
              with `preStop: sleep`, and with graceful's gate; print failed requests, p99 latency, \
-             time per pod termination and total rollout time.",
-    args_conflicts_with_subcommands = true
+             time per pod termination and total rollout time."
 )]
-struct Cli {
-    #[command(subcommand)]
-    internal: Option<Internal>,
-    #[command(flatten)]
-    run: RunArgs,
-}
-
-#[derive(Debug, Subcommand)]
-enum Internal {
-    /// A pod's app: the HTTP server (started by the rollout itself).
-    #[command(name = "__app", hide = true)]
-    App {
-        #[arg(long)]
-        listen: SocketAddr,
-        #[arg(long, value_parser = graceful::duration::parse)]
-        latency: Duration,
-    },
-}
-
-#[derive(Debug, Args)]
 struct RunArgs {
     /// Pods in the deployment; each is replaced once, one at a time.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=100))]
@@ -80,11 +60,7 @@ struct RunArgs {
 }
 
 fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
-    if let Some(Internal::App { listen, latency }) = cli.internal {
-        return app::serve(listen, latency);
-    }
-    let a = cli.run;
+    let a = RunArgs::parse();
     anyhow::ensure!(
         graceful_tests::is_root(),
         "the rollout creates cgroups, network namespaces and loads eBPF programs: run it as root"

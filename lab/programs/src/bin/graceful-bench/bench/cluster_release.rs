@@ -1,10 +1,10 @@
 //! On the test node's real kubelet: from a deleted pod's last inbound
 //! close to its app receiving SIGTERM, through graceful's gate, a 1 s
 //! poller in the hook and `preStop: sleep`, side by side in one run. The
-//! measurement is [`crate::cluster::release`]; this runs it and prints
+//! measurement is [`graceful_tests::cluster::release`]; this runs it and prints
 //! its table.
 
-use crate::cluster::{
+use graceful_tests::cluster::{
     release::{self, percentile, Config, Hook},
     Cluster,
 };

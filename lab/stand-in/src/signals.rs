@@ -1,30 +1,8 @@
-//! Stand-ins for the programs of `deploy/examples`, for the local cluster
-//! test: Envoy ([`mesh_proxy`]), coraza-spoa ([`waf_agent`]), and an
-//! [`app`] (the benchmarks', and the OPA examples' app that asks OPA, built
-//! here, about every request: [`authz`]). None of those programs can be
-//! had where the test runs, and the test only relies on two things about
-//! each: how it holds connections, and what it does on SIGTERM. Each role
-//! here does those two things the way its program does, and nothing else.
-//! They run as `graceful-stand-in ROLE` (src/bin/graceful-stand-in.rs) in
-//! images named for what they are (`stand-in/mesh-proxy`, ...).
-//!
-//! Each runs as PID 1 of its container. The kernel gives PID 1 no default
-//! signal actions, so a SIGTERM it doesn't handle is dropped. [`Signals`]
-//! blocks SIGTERM and SIGINT before any thread starts (every thread inherits
-//! the mask, and a blocked signal is never dropped), and the main thread
-//! then takes them with sigwait(2): each role's shutdown runs in normal
-//! thread context, not in a signal handler.
+//! SIGTERM and SIGINT for a process that runs as PID 1: see the crate's
+//! map for why they are blocked and taken with sigwait(2).
 
-pub mod app;
-pub mod authz;
-pub mod http;
-pub mod mesh_proxy;
-pub mod server;
-pub mod spop;
-pub mod waf_agent;
-
-use crate::monotonic_ns;
 use anyhow::{bail, Result};
+use graceful_test_support::monotonic_ns;
 use std::mem::MaybeUninit;
 
 /// SIGTERM and SIGINT, blocked in every thread, taken with sigwait(2).

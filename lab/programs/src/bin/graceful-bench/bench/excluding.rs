@@ -10,7 +10,7 @@ use graceful::kernel::bpf::paths::PinDir;
 use serde_json::json;
 
 use super::{stats::summary, timed_http_drain};
-use crate::{
+use graceful_tests::{
     http_hook::{wait_listening, PORT},
     not_traffic::{noise, Noisy, StopOnDrop, APP_PORT, METRICS_PORT},
     peer::addr,
@@ -67,7 +67,7 @@ pub fn run(drains: usize) {
                 // Established, as ss sees them: between drains nothing is
                 // left out, and the app may be slow to close a probe.
                 let clients_v6 = scene.net.a_v6.clone();
-                crate::wait_for(10, "the real clients connected", || {
+                graceful_tests::wait_for(10, "the real clients connected", || {
                     let filter = format!("sport = :{APP_PORT} and dst [{clients_v6}]");
                     let args: Vec<&str> = ["-Htn", "state", "established"]
                         .into_iter()

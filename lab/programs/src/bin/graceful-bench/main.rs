@@ -2,15 +2,15 @@
 //! peers, cgroups, agent, fake API or test node, each printing its figures
 //! (measured side by side in one run, never asserted). `cargo xtask bench
 //! release-latency` and `cargo xtask bench cluster-release` build and run
-//! it; the measurements are `graceful_tests::bench`. Needs root.
+//! it; the measurements are [`bench`], built on the integration tests'
+//! support (`graceful_tests`). Needs root.
+
+mod bench;
 
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use graceful_tests::{
-    bench,
-    cluster::{release::Config, Cluster},
-};
+use graceful_tests::cluster::{release::Config, Cluster};
 
 #[derive(Debug, Parser)]
 #[command(

@@ -4,7 +4,7 @@
 //! closes.
 
 use super::stats::summary;
-use crate::k8s::terminating::{field, num, scene};
+use graceful_tests::k8s::terminating::{field, num, scene};
 
 /// `n` pods, one after the other.
 pub fn run(n: usize) {

@@ -12,7 +12,7 @@ use super::{
     programs::{self, immediate},
     stats::summary,
 };
-use crate::{cgroup::Cgroup, monotonic_ns, peer::Peer};
+use graceful_tests::{cgroup::Cgroup, monotonic_ns, peer::Peer};
 
 /// `exits` containers killed each way (the event, inotify), taking turns.
 pub fn run(exits: usize) {

@@ -171,12 +171,17 @@ pub fn run(args: Args, signals: Signals) -> Result<()> {
             open.fetch_add(1, Ordering::SeqCst);
             let open = Open(open.clone());
             spawn("mesh-proxy", move || {
-                let dst = match crate::mesh::original_dst(&client) {
+                let dst = match graceful_test_support::sockets::original_dst(&client) {
                     Ok(d) => d,
                     Err(e) => return eprintln!("mesh-proxy: passthrough: no original destination: {e}"),
                 };
                 let to = format!("{dst} from {source:?}");
-                forward_to(client, &to, || crate::mesh::connect_from(dst, source), open)
+                forward_to(
+                    client,
+                    &to,
+                    || graceful_test_support::sockets::connect_from(dst, source),
+                    open,
+                )
             });
         })
         .with_context(|| format!("passthrough {listen}={source:?}"))?;

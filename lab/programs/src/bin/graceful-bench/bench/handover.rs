@@ -33,7 +33,7 @@ use std::{
 };
 
 use super::stats::summary;
-use crate::{agent::Agent, pod::SimPod};
+use graceful_tests::{agent::Agent, pod::SimPod};
 
 /// Containers per simulated pod: a pod's connections stay within the
 /// gate's share (32).
@@ -129,7 +129,7 @@ struct Holder {
 
 impl Holder {
     fn start(gate: &Path, cgroups: &[PathBuf]) -> anyhow::Result<Holder> {
-        let list = std::env::temp_dir().join(crate::unique("holder-cgroups"));
+        let list = std::env::temp_dir().join(graceful_tests::unique("holder-cgroups"));
         std::fs::write(
             &list,
             cgroups
@@ -297,7 +297,7 @@ fn swap(current: &Agent) -> (Agent, f64) {
         })
     };
     next.start();
-    crate::wait_for(30, "the old agent to retire", || {
+    graceful_tests::wait_for(30, "the old agent to retire", || {
         cmdline(old_pid).contains("__retired").then_some(())
     });
     sampling.store(false, Ordering::Relaxed);
@@ -324,7 +324,7 @@ pub fn hold(socket: &Path, cgroups: &Path) -> anyhow::Result<()> {
         .find_map(|l| l.strip_prefix("0::"))
         .ok_or_else(|| anyhow::anyhow!("no cgroup v2 line in /proc/self/cgroup"))?
         .to_string();
-    let root = crate::cgroup::mount();
+    let root = graceful_tests::cgroup::mount();
     let enter = |dir: &Path| std::fs::write(dir.join("cgroup.procs"), std::process::id().to_string());
     let mut held = Vec::new();
     for dir in std::fs::read_to_string(cgroups)?.lines().map(PathBuf::from) {

@@ -8,7 +8,7 @@ use graceful::kernel::bpf::paths::PinDir;
 use serde_json::json;
 
 use super::{stats::summary, timed_http_drain};
-use crate::http_hook::{wait_listening, Scene, PORT};
+use graceful_tests::http_hook::{wait_listening, Scene, PORT};
 
 /// `drains` drains, one after the other, on one pod.
 pub fn run(drains: usize) {
@@ -23,9 +23,9 @@ pub fn run(drains: usize) {
         if i > 0 {
             client.cmd(&format!(
                 "connect {} 1",
-                crate::peer::addr(&s.net.b_v4, s.app_port)
+                graceful_tests::peer::addr(&s.net.b_v4, s.app_port)
             ));
-            crate::wait_for(10, "accept", || (s.app.accepted() == i as u64 + 1).then_some(()));
+            graceful_tests::wait_for(10, "accept", || (s.app.accepted() == i as u64 + 1).then_some(()));
         }
         let (answer, last_byte_ns) = timed_http_drain(&s.agent, &s.net.a, gate, || {
             client.cmd("close-out 1 fin");

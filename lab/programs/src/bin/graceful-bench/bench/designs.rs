@@ -13,7 +13,7 @@ use graceful::{
 use graceful_common::names;
 use serde_json::json;
 
-use crate::{agent::Agent, nested};
+use graceful_tests::{agent::Agent, nested};
 
 /// What a floor attaches.
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]

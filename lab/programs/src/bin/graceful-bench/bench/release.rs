@@ -18,7 +18,7 @@ use super::{
     programs::{self, immediate},
     stats::summary,
 };
-use crate::{
+use graceful_tests::{
     cgroup::Cgroup,
     monotonic_ns,
     peer::{addr, Peer},
@@ -36,7 +36,7 @@ pub fn run(drains: usize, polls: usize) {
     let mut graceful_ms = Vec::with_capacity(drains);
     for i in 0..drains {
         client.connect(&addr("127.0.0.1", port), 1);
-        crate::wait_for(10, "accept", || (server.accepted() == i as u64 + 1).then_some(()));
+        graceful_tests::wait_for(10, "accept", || (server.accepted() == i as u64 + 1).then_some(()));
         let params = immediate();
         let cgroups = [app.id()];
         let report = rt.block_on(async {
@@ -71,7 +71,7 @@ pub fn run(drains: usize, polls: usize) {
     let app_id = app.id();
     for i in 0..polls {
         client.connect(&addr("127.0.0.1", port), 1);
-        crate::wait_for(10, "accept", || {
+        graceful_tests::wait_for(10, "accept", || {
             (server.accepted() == (drains + i) as u64 + 1).then_some(())
         });
         // The poller's phase is whatever it is when the close happens.

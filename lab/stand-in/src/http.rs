@@ -60,14 +60,6 @@ pub struct Response {
 }
 
 impl Response {
-    pub fn empty(status: u16) -> Response {
-        Response {
-            status,
-            content_type: None,
-            body: Vec::new(),
-        }
-    }
-
     pub fn text(status: u16, body: impl Into<Vec<u8>>) -> Response {
         Response {
             status,
@@ -76,6 +68,8 @@ impl Response {
         }
     }
 
+    /// What the tests' fake OPA answers.
+    #[cfg(test)]
     pub fn json(status: u16, body: &serde_json::Value) -> Response {
         Response {
             status,

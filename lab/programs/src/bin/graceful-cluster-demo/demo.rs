@@ -18,12 +18,14 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::monotonic_ns;
 use anyhow::Context as _;
+use graceful_tests::monotonic_ns;
 use serde_json::Value;
 
-use super::{clients::Clients, forward::PortForward, pod::Pod, rollout, Cluster, Namespace, AGENT_API_PORT};
-use crate::rollout::{load, Mode};
+use graceful_tests::cluster::{
+    clients::Clients, forward::PortForward, pod::Pod, rollout, Cluster, Namespace, AGENT_API_PORT,
+};
+use graceful_tests::rollout::{load, Mode};
 
 /// What the demo prints as it goes, with the seconds since the restart.
 struct Clock(Instant);
@@ -40,7 +42,12 @@ impl Clock {
 /// as long as the stream is read.
 fn agent_events(cluster: &Cluster) -> anyhow::Result<mpsc::Receiver<Value>> {
     let pod = cluster.agent_pod(60);
-    let forward = PortForward::start(cluster, super::AGENT_NAMESPACE, &pod, AGENT_API_PORT)?;
+    let forward = PortForward::start(
+        cluster,
+        graceful_tests::cluster::AGENT_NAMESPACE,
+        &pod,
+        AGENT_API_PORT,
+    )?;
     let addr = forward.local;
     let stream =
         TcpStream::connect_timeout(&addr, Duration::from_secs(5)).context("the forwarded agent API")?;
