@@ -1,5 +1,5 @@
 //! What the agent's local API answers (`/v1/pods`, `/v1/cgroups`,
-//! `/v1/doctor`, `/v1/drains`) and the tables every client prints from it:
+//! `/v1/doctor`, `/v1/drains` and `/readyz`) and the tables every client prints from it:
 //! `graceful` on the node and `kubectl graceful` through the API server
 //! show the same rows, written once here.
 
@@ -7,4 +7,5 @@ pub mod cgroups;
 pub mod doctor;
 pub mod drains;
 pub mod pods;
+pub mod status;
 pub mod table;

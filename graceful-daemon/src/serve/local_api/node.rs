@@ -11,8 +11,8 @@ use std::{
 };
 
 pub use graceful_api::views::drains::Drains;
+use graceful_api::views::status::{KubeApi, Programs, Status};
 use graceful_common::{stat, CgroupCounters};
-use serde::Serialize;
 
 use crate::{
     drain::{table::Drains as DrainTable, terminations::Terminations},
@@ -48,17 +48,6 @@ pub struct Node {
     pub gate: Option<Arc<Socket>>,
     /// How many httpGet gate listeners are open; `None` with the gate off.
     pub http_gates: Option<Arc<AtomicUsize>>,
-}
-
-/// `/readyz` and `/v1/status`.
-#[derive(Clone, Debug, Serialize)]
-pub struct Status {
-    pub ready: bool,
-    pub programs: &'static str,
-    pub pods: usize,
-    /// `connected`, `connecting`, `lost`, or `standalone` (no API configured).
-    pub kube_api: &'static str,
-    pub version: &'static str,
 }
 
 impl Node {
@@ -133,12 +122,12 @@ impl Node {
         }
     }
 
-    pub fn kube_api(&self) -> &'static str {
+    pub fn kube_api(&self) -> KubeApi {
         match self.kube.as_ref().map(|k| k.store.state()) {
-            None => "standalone",
-            Some(ApiState::Connecting) => "connecting",
-            Some(ApiState::Connected) => "connected",
-            Some(ApiState::Lost) => "lost",
+            None => KubeApi::Standalone,
+            Some(ApiState::Connecting) => KubeApi::Connecting,
+            Some(ApiState::Connected) => KubeApi::Connected,
+            Some(ApiState::Lost) => KubeApi::Lost,
         }
     }
 
@@ -151,10 +140,14 @@ impl Node {
         let readable = self.kernel.stats().is_ok();
         Status {
             ready: self.health().is_ok(),
-            programs: if readable { "attached" } else { "unreadable" },
+            programs: if readable {
+                Programs::Attached
+            } else {
+                Programs::Unreadable
+            },
             pods: sync::read(&self.index).pod_count(),
             kube_api: self.kube_api(),
-            version: env!("CARGO_PKG_VERSION"),
+            version: env!("CARGO_PKG_VERSION").to_string(),
         }
     }
 }
@@ -257,7 +250,7 @@ impl LiveSource for Node {
                 offered: self.adoption.offered,
                 elapsed_ms: self.adoption.elapsed_ms,
             },
-            api_connected: self.kube_api() == "connected",
+            api_connected: self.kube_api() == KubeApi::Connected,
             events_aggregated: self
                 .kube
                 .as_ref()
