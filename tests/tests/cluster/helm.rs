@@ -377,6 +377,44 @@ fn the_charts_agent_is_deploy_bases_field_for_field() {
         object(&base, "ResourceQuota")["spec"],
         "the quota for the priority class"
     );
+    // deploy/admission's policies are the chart's, rule for rule, with the
+    // default values (the release's name and namespace are graceful's).
+    let admission_dir = workspace().join("deploy/admission");
+    let admission = documents(&cluster.kubectl(&["kustomize", admission_dir.to_str().unwrap()]));
+    // Kustomize writes a folded CEL expression back with blank lines
+    // between its lines: what counts is the text up to whitespace.
+    fn words(v: &Value) -> Value {
+        match v {
+            Value::String(s) => Value::String(s.split_whitespace().collect::<Vec<_>>().join(" ")),
+            Value::Array(a) => Value::Array(a.iter().map(words).collect()),
+            Value::Object(o) => Value::Object(o.iter().map(|(k, v)| (k.clone(), words(v))).collect()),
+            other => other.clone(),
+        }
+    }
+    let policies = |docs: &[Value]| -> Vec<(String, Value)> {
+        let mut v: Vec<(String, Value)> = docs
+            .iter()
+            .filter(|d| {
+                d["kind"]
+                    .as_str()
+                    .is_some_and(|k| k.starts_with("ValidatingAdmissionPolicy"))
+            })
+            .map(|d| {
+                (
+                    format!("{} {}", d["kind"], d["metadata"]["name"]),
+                    words(&d["spec"]),
+                )
+            })
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    };
+    let (from_chart, from_kustomize) = (policies(&chart), policies(&admission));
+    assert_eq!(from_chart.len(), 4, "{from_chart:?}");
+    assert_eq!(
+        from_chart, from_kustomize,
+        "deploy/admission is the chart's admission"
+    );
 }
 
 /// The chart's PrometheusRule, rendered with `sets` (`--set`'s syntax)

@@ -6,6 +6,7 @@
 //! They run one at a time: they share the node and its one agent, and
 //! several time terminations.
 
+mod admission_hooks;
 mod agent_events;
 mod agent_pod;
 mod crash;

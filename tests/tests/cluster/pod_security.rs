@@ -62,9 +62,10 @@ fn enforcing<'a>(cluster: &'a Cluster, level: &str) -> Namespace<'a> {
     ns
 }
 
-/// `kubectl create --dry-run=server` of `pod` in `ns`: Ok(what kubectl
-/// printed on stderr, its warnings) if admitted, Err(the refusal) if not.
-fn admit(cluster: &Cluster, ns: &Namespace, pod: &Value) -> Result<String, String> {
+/// `kubectl create --dry-run=server` of `pod` (or any object, a List of
+/// them too) in `ns`: Ok(what kubectl printed on stderr, its warnings) if
+/// admitted, Err(the refusal) if not.
+pub(crate) fn admit(cluster: &Cluster, ns: &Namespace, pod: &Value) -> Result<String, String> {
     let out = cluster.kubectl_stdin(
         &[
             "-n",
