@@ -133,6 +133,23 @@ fn each_broken_hook_is_reported_at_admission_and_every_example_passes() {
             }
             p
         };
+        // A hook Istio's injector rewrote to pilot-agent, the original in
+        // the proxy's ISTIO_KUBE_APP_PROBERS, its `&` as Go's JSON writes it.
+        let mut rewritten = pod(
+            "istio-rewritten-hook",
+            gate_http.clone(),
+            30,
+            Some(http("/app-lifecycle/app/prestopz", 15020)),
+        );
+        rewritten["spec"]["containers"].as_array_mut().unwrap().push(json!({
+            "name": "istio-proxy", "image": "busybox",
+            "env": [{"name": "ISTIO_KUBE_APP_PROBERS",
+                     "value": r#"{"/app-lifecycle/app/prestopz":{"httpGet":{"path":"/drain?max=40s\u0026policy=drained","port":9711}}}"#}],
+        }));
+        let mut sidecar_port = pod("sidecar-port", gate_http.clone(), 30, Some(http("/drain", 9711)));
+        sidecar_port["spec"]["initContainers"] = json!([{
+            "name": "proxy", "image": "busybox", "restartPolicy": "Always", "ports": [{"containerPort": 9711}],
+        }]);
         let mut declared = pod("declared", gate_http.clone(), 30, Some(http("/drain", 9711)));
         declared["spec"]["containers"][0]["ports"] = json!([{"containerPort": 9711}]);
         let broken = [
@@ -187,6 +204,25 @@ fn each_broken_hook_is_reported_at_admission_and_every_example_passes() {
                 "annotation graceful.dev/gate-port: \"99999\" is not a port",
             ),
             (declared, "container app declares port 9711, the gate's port"),
+            (sidecar_port, "container proxy declares port 9711, the gate's port"),
+            (rewritten.clone(), "Istio's sidecar relays this pod's preStop hook"),
+            (rewritten, "container app: its graceful hook may hold SIGTERM for 40s"),
+            (
+                // An annotation that is no duration is skipped, as the agent
+                // skips it: the hook's own 60s stands.
+                pod("bad-annotation", json!({"graceful.dev/max": "30 s"}), 30, Some(exec(&["--max", "60s"]))),
+                "may hold SIGTERM for 60s",
+            ),
+            (
+                // The agent reads no `*` in a skip list.
+                meshed(
+                    "linkerd-star",
+                    json!({"graceful.dev/gate": "http", "config.linkerd.io/skip-inbound-ports": "*"}),
+                    "linkerd-proxy",
+                    false,
+                ),
+                "Linkerd's proxy relays this pod's preStop hook",
+            ),
             (
                 meshed("istio", gate_http.clone(), "istio-proxy", false),
                 "Istio's sidecar relays this pod's preStop hook to the httpGet gate (port 9711); it stops at the deletion and cuts the hook",
@@ -248,6 +284,31 @@ fn each_broken_hook_is_reported_at_admission_and_every_example_passes() {
                 false,
             ),
             meshed("istio-native", gate_http.clone(), "istio-proxy", true),
+            // The container's own annotation wins over the pod's.
+            pod(
+                "per-container",
+                json!({"graceful.dev/max": "40s", "graceful.dev/max.app": "20s"}),
+                30,
+                Some(exec(&["--policy", "drained"])),
+            ),
+            // graceful-wait takes its socket from GRACEFUL_SOCKET too.
+            {
+                let mut p = pod(
+                    "socket-env",
+                    gate_socket.clone(),
+                    30,
+                    Some(exec(&["--max", "20s"])),
+                );
+                p["spec"]["containers"][0]["env"] =
+                    json!([{"name": "GRACEFUL_SOCKET", "value": "@graceful.dev/gate"}]);
+                p
+            },
+            pod(
+                "port-09711",
+                json!({"graceful.dev/gate": "http", "graceful.dev/gate-port": "09711"}),
+                30,
+                Some(http("/drain", 9711)),
+            ),
             meshed(
                 "linkerd-skipped",
                 json!({"graceful.dev/gate": "http", "config.linkerd.io/skip-inbound-ports": "9000-9999"}),
@@ -288,7 +349,7 @@ fn each_broken_hook_is_reported_at_admission_and_every_example_passes() {
     cluster.kubectl(&["delete", "-k", policy.to_str().unwrap(), "--ignore-not-found"]);
     let (broken, examples, refused) = outcome.unwrap_or_else(|e| std::panic::resume_unwind(e));
     eprintln!(
-        "hook policy: {broken} broken objects reported (and a Deployment and a CronJob), 9 right ones and \
+        "hook policy: {broken} broken objects reported (and a Deployment and a CronJob), 12 right ones and \
          {examples} example workloads not; under Deny: {}",
         refused.lines().next().unwrap_or_default()
     );
