@@ -90,7 +90,10 @@ fn an_oom_kill_of_the_agent_under_the_group_kill_cuts_no_held_hook() {
     // charging for itself ends its charges as it dies. So the hog weighs
     // itself between the agent and the keeper (its `oom_score_adj`):
     // never the first victim, always the second if there is one, which
-    // also ends its charge. (Lowering `memory.max` beneath the usage
+    // also ends its charge. It aims halfway between them as they weigh
+    // at each step, not as they weighed at the start: the charges reclaim
+    // the cgroup's page cache, the binary both map among it, and lighten
+    // both by the same pages. (Lowering `memory.max` beneath the usage
     // instead kills in the writer's loop, which meets the same window.)
     // The keeper is stopped meanwhile, so that it starts the next agent
     // once the limit is back, as a transient peak leaves it: under a limit
@@ -120,7 +123,8 @@ fn an_oom_kill_of_the_agent_under_the_group_kill_cuts_no_held_hook() {
         .arg(memcg.dir().join("memory.events"))
         .arg(before.to_string())
         .arg((16 * margin).to_string())
-        .arg(((agent_weight + keeper_weight) / 2).to_string())
+        .arg(agent_pid.to_string())
+        .arg(keeper.to_string())
         .arg((limit / 4096).to_string())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped());

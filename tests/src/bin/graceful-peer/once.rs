@@ -12,13 +12,14 @@
 //! - `padded-hook SOCKET SIZE`: a valid drain request to the gate's unix
 //!   SOCKET, its JSON body padded with spaces to SIZE bytes (JSON takes any
 //!   amount of whitespace); prints each line of the answer as it comes.
-//! - `hog EVENTS KILLS BYTES WEIGHT TOTAL`: sets its own `oom_score_adj`
-//!   so that the OOM killer weighs it WEIGHT pages (TOTAL: the pages the
-//!   OOM's limit holds, which scale the adjustment), then touches
+//! - `hog EVENTS KILLS BYTES HEAVY LIGHT TOTAL`: keeps its own
+//!   `oom_score_adj` such that the OOM killer weighs it halfway between
+//!   the processes HEAVY and LIGHT as they weigh now (TOTAL: the pages the
+//!   OOM's limit holds, which scale the adjustment), while it touches
 //!   anonymous memory a page at a time until the `oom_kill` count in the
-//!   cgroup's `memory.events` file EVENTS passes KILLS (looking every 16
-//!   pages), or fails at BYTES; prints `done <bytes touched> <adj>` and
-//!   waits for its stdin to close.
+//!   cgroup's `memory.events` file EVENTS passes KILLS (looking, and aiming
+//!   again, every 16 pages), or fails at BYTES; prints `done <bytes
+//!   touched> <adj>` and waits for its stdin to close.
 //! - `rollout-app ADDR LATENCY_MS`: the rollout simulation's pod app
 //!   (`graceful_tests::rollout::app`), listening on ADDR, each request
 //!   taking LATENCY_MS; it runs until its SIGTERM.
@@ -38,10 +39,10 @@ pub fn run(args: &[String]) -> i32 {
             .parse()
             .map_err(|e| format!("size {size}: {e}"))
             .and_then(|n| padded_hook(socket, n)),
-        ["hog", events, kills, bytes, weight, total] => {
-            match (kills.parse(), bytes.parse(), weight.parse(), total.parse()) {
-                (Ok(k), Ok(n), Ok(w), Ok(t)) => hog(events, k, n, w, t),
-                _ => Err(format!("hog {kills} {bytes} {weight} {total}: numbers wanted")),
+        ["hog", events, kills, bytes, heavy, light, total] => {
+            match (kills.parse(), bytes.parse(), total.parse()) {
+                (Ok(k), Ok(n), Ok(t)) => hog(events, k, n, [heavy, light], t),
+                _ => Err(format!("hog {kills} {bytes} {total}: numbers wanted")),
             }
         }
         ["rollout-app", addr, latency_ms] => match (addr.parse(), latency_ms.parse()) {
@@ -148,14 +149,37 @@ fn oom_kills(events: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("{events}: no oom_kill line"))
 }
 
-fn hog(events: &str, before: u64, most: usize, weight: i64, total: i64) -> Result<(), String> {
+fn hog(events: &str, before: u64, most: usize, between: [&str; 2], total: i64) -> Result<(), String> {
     // The kernel adds `oom_score_adj * (TOTAL / 1000)` pages to what it
-    // weighs; aimed at half the 1 MiB it will touch.
-    let own = graceful_tests::memcg::oom_weight("self").map_err(|e| e.to_string())? as i64;
+    // weighs. Aimed again as it grows, and at the two processes as they
+    // weigh now: the charges past the limit reclaim the cgroup's page
+    // cache first, the pages of the binary the two map among them, and
+    // both grow lighter by the same pages while the hog grows heavier (in
+    // a 6.1 guest the hog once touched 3.2 MiB before the kill, and an
+    // adjustment set once at the start made it the heaviest).
     let unit = (total / 1000).max(1);
-    let adj = ((weight - own - 128) / unit).clamp(-999, 1000);
-    std::fs::write("/proc/self/oom_score_adj", adj.to_string())
-        .map_err(|e| format!("oom_score_adj {adj}: {e}"))?;
+    let mut adj = i64::MIN;
+    let mut aim = || -> Result<(), String> {
+        let weigh = |pid: &str| graceful_tests::memcg::oom_weight(pid).map(|w| w as i64);
+        let (Ok(heavy), Ok(light)) = (weigh(between[0]), weigh(between[1])) else {
+            // One of them is gone (killed): keep the last aim.
+            return Ok(());
+        };
+        if heavy <= light {
+            // The heavy one dying (its memory going as it exits): the
+            // last aim stands.
+            return Ok(());
+        }
+        let own = weigh("self").map_err(|e| e.to_string())?;
+        let next = (((heavy + light) / 2 - own) / unit).clamp(-999, 1000);
+        if next != adj {
+            std::fs::write("/proc/self/oom_score_adj", next.to_string())
+                .map_err(|e| format!("oom_score_adj {next}: {e}"))?;
+            adj = next;
+        }
+        Ok(())
+    };
+    aim()?;
     let mut held: Vec<Vec<u8>> = Vec::new();
     let mut touched = 0;
     // Stops within 64 KiB of the kill, so that what it still asks for
@@ -165,8 +189,11 @@ fn hog(events: &str, before: u64, most: usize, weight: i64, total: i64) -> Resul
         if touched >= most {
             return Err(format!("no OOM kill in {events} after {touched} bytes"));
         }
-        if held.len().is_multiple_of(16) && oom_kills(events)? > before {
-            break;
+        if held.len().is_multiple_of(16) {
+            if oom_kills(events)? > before {
+                break;
+            }
+            aim()?;
         }
         // A page at a time, each written, so that each is charged.
         held.push(vec![1u8; 4096]);
