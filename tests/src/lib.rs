@@ -19,6 +19,7 @@ pub mod peer;
 pub mod pod;
 pub mod promtool;
 pub mod rollout;
+pub mod seccomp;
 pub mod unix_http;
 
 pub use graceful_test_support::{is_root, memcg, monotonic_ns, process, tinyfs, unique, which};

@@ -13,20 +13,27 @@ pub struct Args {
     /// Skip the trial load of the programs.
     #[arg(long)]
     pub no_load: bool,
+    /// One JSON array of the findings (`level`, `check`, `message`), as
+    /// `/v1/doctor` serves them: what `kubectl graceful preflight` reads
+    /// from each node's pod. The exit status is the same.
+    #[arg(long)]
+    pub json: bool,
 }
 
 pub fn run(pins: &PinDir, api: &std::path::Path, args: Args) -> anyhow::Result<i32> {
     // The running agent's view of the pods, for what a mesh does to their gate.
     let pods = super::client::get::<Vec<crate::node::resolver::counts::PodView>>(api, "/v1/pods").ok();
     let findings = findings(pins, pods.as_deref(), !args.no_load);
-    for f in &findings {
-        println!("{}", f.line());
-    }
-    match verdict(&findings) {
-        Some(v) => {
-            println!("{v}");
-            Ok(1)
+    let failed = verdict(&findings);
+    if args.json {
+        println!("{}", serde_json::to_string(&findings)?);
+    } else {
+        for f in &findings {
+            println!("{}", f.line());
         }
-        None => Ok(0),
+        if let Some(v) = failed {
+            println!("{v}");
+        }
     }
+    Ok(i32::from(failed.is_some()))
 }

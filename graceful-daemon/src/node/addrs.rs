@@ -196,7 +196,7 @@ fn canonical_addr(a: SocketAddr) -> SocketAddr {
 }
 
 /// Every address of every interface of the calling thread's namespace.
-fn interface_addrs() -> io::Result<HashSet<IpAddr>> {
+pub(crate) fn interface_addrs() -> io::Result<HashSet<IpAddr>> {
     let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: getifaddrs fills `head` with a list freed below.
     if unsafe { libc::getifaddrs(&mut head) } != 0 {

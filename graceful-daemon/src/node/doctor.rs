@@ -1,8 +1,14 @@
 //! Can this node run graceful? Each check is one [`Finding`] that says what
-//! to do: the kernel, the capabilities, BTF, cgroup v2, the bpffs and the
-//! pins, memory, the programs (a trial load), and what a mesh does to the
-//! pods' gates. `graceful doctor` prints them; the agent serves them on
-//! `/v1/doctor`.
+//! to do: the kernel, the capabilities, the LSMs and seccomp
+//! ([`confinement`]), BTF, cgroup v2, the bpffs and the pins, memory, the
+//! addresses `:PORT` listens on ([`network`]), the programs (a trial load),
+//! and what a mesh does to the pods' gates. `graceful doctor` prints them;
+//! the agent serves them on `/v1/doctor`; `kubectl graceful preflight` runs
+//! `graceful doctor --json` in a pod like the agent's on every node before
+//! an install.
+
+mod confinement;
+mod network;
 
 use crate::{
     kernel::bpf::{
@@ -66,15 +72,18 @@ struct Ctx<'a> {
 }
 
 /// Every check, in the order `graceful doctor` prints them.
-const CHECKS: [fn(&Ctx, &mut Report); 10] = [
+const CHECKS: [fn(&Ctx, &mut Report); 13] = [
     kernel_floor,
     capabilities,
+    |_, r| confinement::lsm(r),
+    |_, r| confinement::seccomp(r),
     btf_members,
     cgroup_v2,
     bpffs_residence,
     pin_layout,
     counters_room,
     memory_budget,
+    |_, r| network::network(r),
     trial_load,
     mesh_gates,
 ];

@@ -9,6 +9,7 @@ mod command_line;
 mod counters_full;
 mod counts;
 mod crafted_cgroup;
+mod doctor_env;
 mod drain_engine;
 mod drain_start;
 mod error_lines;
