@@ -63,16 +63,38 @@ pub enum Command {
     },
     /// Each agent's checks of its node; exits 1 if any fails.
     Doctor,
+    /// Before an install: what would stop the agent, one line per node (a
+    /// pod like the agent's runs `graceful doctor` on each, and goes);
+    /// exits 1 if anything would.
+    Preflight(Preflight),
 }
 
 impl Command {
-    /// The agent API path that answers it.
-    pub fn path(&self) -> &'static str {
+    /// The agent API path that answers it; `None` for what no agent
+    /// answers (a preflight runs before there is one).
+    pub fn path(&self) -> Option<&'static str> {
         match self {
-            Command::Pods { .. } => "/v1/pods",
-            Command::Drains => "/v1/drains",
-            Command::Cgroups { .. } => "/v1/cgroups",
-            Command::Doctor => "/v1/doctor",
+            Command::Pods { .. } => Some("/v1/pods"),
+            Command::Drains => Some("/v1/drains"),
+            Command::Cgroups { .. } => Some("/v1/cgroups"),
+            Command::Doctor => Some("/v1/doctor"),
+            Command::Preflight(_) => None,
         }
     }
+}
+
+/// What the command line asks of a preflight.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Preflight {
+    /// The agent's image, as the install will name it (the chart's
+    /// image.repository and tag).
+    #[arg(long, default_value = concat!("graceful/agent:", env!("CARGO_PKG_VERSION")))]
+    pub image: String,
+    /// The agent's priority class (the chart's and deploy/base's).
+    #[arg(long, default_value = "system-node-critical")]
+    pub priority_class: String,
+    /// How long each node's pod may take, from its creation to its answer
+    /// (an image pull included).
+    #[arg(long, default_value_t = 120, value_name = "SECS")]
+    pub timeout: u64,
 }

@@ -11,11 +11,15 @@
 //! - [`args`]: the command line (kubectl's plugin conventions);
 //! - [`agents`]: the agent pods, by node;
 //! - [`forward`]: one GET on an agent's API through a port-forward;
-//! - [`show`]: the answers, as tables (`graceful`'s own) or JSON.
+//! - [`show`]: the answers, as tables (`graceful`'s own) or JSON;
+//! - [`preflight`]: before an install, what would stop the agent on each
+//!   node (pods like the agent's, made and deleted: it needs `create` on
+//!   pods in the namespace where the others need only port-forwards).
 
 mod agents;
 mod args;
 mod forward;
+mod preflight;
 mod show;
 
 use clap::Parser as _;

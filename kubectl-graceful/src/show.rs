@@ -24,7 +24,7 @@ use crate::{
     forward,
 };
 
-async fn client(cli: &Cli) -> anyhow::Result<Client> {
+pub async fn client(cli: &Cli) -> anyhow::Result<Client> {
     let opts = KubeConfigOptions {
         context: cli.context.clone(),
         ..Default::default()
@@ -44,7 +44,9 @@ async fn client(cli: &Cli) -> anyhow::Result<Client> {
 async fn ask(cli: &Cli) -> anyhow::Result<Vec<(Agent, Result<Value, String>)>> {
     let pods: Api<Pod> = Api::namespaced(client(cli).await?, &cli.agent_namespace);
     let agents = agents::list(&pods, &cli.agent_namespace, cli.node.as_deref()).await?;
-    let path = cli.command.path();
+    let Some(path) = cli.command.path() else {
+        anyhow::bail!("{:?} is not asked of an agent", cli.command);
+    };
     let mut tasks = tokio::task::JoinSet::new();
     let turns = std::sync::Arc::new(tokio::sync::Semaphore::new(cli.max_requests.into()));
     for (i, a) in agents.iter().enumerate() {
@@ -86,6 +88,9 @@ async fn ask(cli: &Cli) -> anyhow::Result<Vec<(Agent, Result<Value, String>)>> {
 }
 
 pub async fn run(cli: Cli) -> anyhow::Result<i32> {
+    if let Command::Preflight(args) = &cli.command {
+        return crate::preflight::run(&cli, args, client(&cli).await?).await;
+    }
     let answers = ask(&cli).await?;
     let mut code = 0;
     for (a, got) in &answers {
@@ -137,6 +142,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
                 println!("{}", cgroups::render(&rows));
             }
         }
+        Command::Preflight(_) => {}
         Command::Doctor => {
             for (a, v) in &ok {
                 let findings: Vec<Finding> = serde_json::from_value((*v).clone())?;

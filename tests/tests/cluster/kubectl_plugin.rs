@@ -24,7 +24,11 @@ use crate::gate::{deleted_with_clients, held_until_the_last_close};
 /// through KUBECONFIG (kubectl takes no flag before a plugin's name, and
 /// the plugin inherits its environment), or as another user through the
 /// plugin's own `--kubeconfig`.
-fn kubectl_graceful(cluster: &Cluster, kubeconfig: Option<&PathBuf>, args: &[&str]) -> (i32, String, String) {
+pub(crate) fn kubectl_graceful(
+    cluster: &Cluster,
+    kubeconfig: Option<&PathBuf>,
+    args: &[&str],
+) -> (i32, String, String) {
     let plugin_dir = graceful_tests::agent::graceful_bin()
         .parent()
         .unwrap()

@@ -23,6 +23,7 @@ mod monitoring;
 mod native_sidecars;
 mod pod_security;
 mod policy_opa;
+mod preflight;
 mod quickstart;
 mod restart;
 mod rollout;
