@@ -97,12 +97,12 @@ fn each_address_family_and_none_in_a_pods_namespace() {
             .args(["doctor", "--json", "--no-load"]);
         findings(c)
     };
-    // Loopback alone: nothing can reach a probe.
+    // Loopback alone: nothing can reach a probe (a warning: a host
+    // without a network runs the agent).
     let bare = NetNs::create();
-    let (list, code) = doctor(&bare);
-    assert_eq!(code, Some(1), "{list:?}");
+    let (list, _) = doctor(&bare);
     let (level, message) = finding(&list, "network");
-    assert_eq!(level, "fail", "{message}");
+    assert_eq!(level, "warn", "{message}");
     assert!(message.contains("no address but loopback"), "{message}");
 
     // One family each, on a veth pair whose both ends are inside the
