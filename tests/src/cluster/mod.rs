@@ -10,6 +10,7 @@
 pub mod clients;
 pub mod forward;
 pub mod helm;
+pub mod inject;
 pub mod late_lb;
 pub mod pod;
 pub mod prometheus;

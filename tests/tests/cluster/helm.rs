@@ -377,10 +377,13 @@ fn the_charts_agent_is_deploy_bases_field_for_field() {
         object(&base, "ResourceQuota")["spec"],
         "the quota for the priority class"
     );
-    // deploy/admission's policies are the chart's, rule for rule, with the
+    // deploy/admission's and deploy/inject's policies are the chart's, rule for rule, with the
     // default values (the release's name and namespace are graceful's).
-    let admission_dir = workspace().join("deploy/admission");
-    let admission = documents(&cluster.kubectl(&["kustomize", admission_dir.to_str().unwrap()]));
+    let mut admission = Vec::new();
+    for dir in ["deploy/admission", "deploy/inject"] {
+        let dir = workspace().join(dir);
+        admission.extend(documents(&cluster.kubectl(&["kustomize", dir.to_str().unwrap()])));
+    }
     // Kustomize writes a folded CEL expression back with blank lines
     // between its lines: what counts is the text up to whitespace.
     fn words(v: &Value) -> Value {
@@ -395,9 +398,9 @@ fn the_charts_agent_is_deploy_bases_field_for_field() {
         let mut v: Vec<(String, Value)> = docs
             .iter()
             .filter(|d| {
-                d["kind"]
-                    .as_str()
-                    .is_some_and(|k| k.starts_with("ValidatingAdmissionPolicy"))
+                d["kind"].as_str().is_some_and(|k| {
+                    k.starts_with("ValidatingAdmissionPolicy") || k.starts_with("MutatingAdmissionPolicy")
+                })
             })
             .map(|d| {
                 (
@@ -410,7 +413,7 @@ fn the_charts_agent_is_deploy_bases_field_for_field() {
         v
     };
     let (from_chart, from_kustomize) = (policies(&chart), policies(&admission));
-    assert_eq!(from_chart.len(), 4, "{from_chart:?}");
+    assert_eq!(from_chart.len(), 7, "{from_chart:?}");
     assert_eq!(
         from_chart, from_kustomize,
         "deploy/admission is the chart's admission"

@@ -17,6 +17,7 @@ mod helm;
 mod helm_lifecycle;
 mod http_gate;
 mod image;
+mod inject;
 mod kubectl_plugin;
 mod mesh;
 mod monitoring;

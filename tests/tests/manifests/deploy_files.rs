@@ -43,8 +43,10 @@ fn every_yaml_document_is_a_known_kind_without_unknown_fields() {
 fn kubectl_kustomize_renders_every_kustomization() {
     let mut want: Vec<String> = EXAMPLES.iter().map(|e| format!("deploy/examples/{e}")).collect();
     want.push("deploy/base".into());
-    // The admission policy that keeps the gate directory read-only.
+    // The admission policies: the gate directory read-only, the hooks
+    // checked; and injection by label.
     want.push("deploy/admission".into());
+    want.push("deploy/inject".into());
     want.sort();
     assert_eq!(
         rendered().keys().cloned().collect::<Vec<_>>(),

@@ -72,6 +72,16 @@ pub enum Kind {
     ResourceQuota(ResourceQuota),
     ValidatingAdmissionPolicy(ValidatingAdmissionPolicy),
     ValidatingAdmissionPolicyBinding(ValidatingAdmissionPolicyBinding),
+    /// A kind newer than the k8s-openapi version the workspace builds
+    /// against (v1_33; its features exclude one another): the
+    /// MutatingAdmissionPolicy of deploy/inject (GA in 1.36). Its metadata
+    /// is read here; its fields are checked strictly by the test node's
+    /// 1.37 API server, which the cluster test `inject` applies it to
+    /// with kubectl's strict field validation.
+    ServerChecked {
+        kind: &'static str,
+        metadata: ObjectMeta,
+    },
     Kustomization(Kustomization),
 }
 
@@ -99,6 +109,7 @@ impl Object {
             Kind::ResourceQuota(o) => o.metadata(),
             Kind::ValidatingAdmissionPolicy(o) => o.metadata(),
             Kind::ValidatingAdmissionPolicyBinding(o) => o.metadata(),
+            Kind::ServerChecked { metadata, .. } => metadata,
             Kind::Kustomization(_) => return None,
         })
     }
@@ -117,6 +128,7 @@ impl Object {
             Kind::ResourceQuota(_) => ResourceQuota::KIND,
             Kind::ValidatingAdmissionPolicy(_) => ValidatingAdmissionPolicy::KIND,
             Kind::ValidatingAdmissionPolicyBinding(_) => ValidatingAdmissionPolicyBinding::KIND,
+            Kind::ServerChecked { kind, .. } => kind,
             Kind::Kustomization(_) => "Kustomization",
         };
         let name = self.metadata().and_then(|m| m.name.clone()).unwrap_or_default();
@@ -173,6 +185,19 @@ fn typed(value: Value, origin: String) -> Object {
         ValidatingAdmissionPolicy,
         ValidatingAdmissionPolicyBinding
     );
+    for newer in ["MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"] {
+        if (api_version.as_str(), kind.as_str()) == ("admissionregistration.k8s.io/v1", newer) {
+            let metadata = strict_serde::<ObjectMeta>(&value["metadata"], &origin, "ObjectMeta");
+            return Object {
+                kind: Kind::ServerChecked {
+                    kind: newer,
+                    metadata,
+                },
+                cluster_scoped: true,
+                origin,
+            };
+        }
+    }
     if (api_version.as_str(), kind.as_str()) == (KUSTOMIZE_API, "Kustomization") {
         return Object {
             kind: Kind::Kustomization(strict_serde::<Kustomization>(&value, &origin, "Kustomization")),

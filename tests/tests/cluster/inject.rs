@@ -1,0 +1,170 @@
+//! Injection by label (deploy/inject, the chart's admission.inject) through
+//! the node's real API server (1.37: MutatingAdmissionPolicy GA). Pods
+//! written with no hook, no annotation and no volume:
+//! - in a namespace labelled graceful.dev/inject=enabled get the exec gate
+//!   (the namespace allows hostPath), the grace period raised to the
+//!   deadline plus the budget, their metrics port left out, and a
+//!   container with its own preStop left alone and named; a real pod so
+//!   made is held at its deletion until its last client closes;
+//! - in one that also enforces Pod Security restricted get the httpGet
+//!   gate, and the API server admits them;
+//! - labelled themselves, in any namespace, get it too; neither label:
+//!   nothing changes.
+//!
+//! Most cases are server-side dry runs: the API server runs admission and
+//! answers the pod as it would store it, and no pod starts.
+
+use graceful_tests::cluster::{
+    inject::{self, Injection},
+    pod::Pod,
+    pod_head, Cluster, Namespace, TEST_APP_IMAGE,
+};
+use serde_json::Value;
+
+use crate::gate::{deleted_with_clients, held_until_the_last_close};
+
+/// A pod of the test app: `extra` under its one container, `meta` under
+/// its metadata, grace 10 s.
+fn app(name: &str, meta: &str, extra: &str) -> String {
+    format!(
+        "{head}{meta}spec:\n  terminationGracePeriodSeconds: 10\n  containers:\n    - name: app\n      image: {TEST_APP_IMAGE}\n      ports: [{{containerPort: 8080}}, {{name: metrics, containerPort: 9090}}]\n{extra}",
+        head = pod_head(name, &format!("{{app: {name}}}"))
+    )
+}
+
+/// The pod as the API server would store it in `ns`.
+fn as_stored(cluster: &Cluster, ns: &Namespace, yaml: &str) -> Result<Value, String> {
+    inject::as_stored(cluster, &yaml.replace("NAMESPACE", &ns.name))
+}
+
+fn annotation<'a>(pod: &'a Value, key: &str) -> &'a str {
+    pod["metadata"]["annotations"][key].as_str().unwrap_or("")
+}
+
+#[test]
+fn a_labelled_namespace_gets_the_gate_that_fits_and_the_hook_holds() {
+    let (cluster, _serial) = crate::node();
+    let ns = Namespace::create(&cluster, "inject");
+    let _injection = Injection::apply(&cluster, &ns);
+    let pod = as_stored(&cluster, &ns, &app("plain", "", "")).unwrap();
+    assert_eq!(annotation(&pod, "graceful.dev/injected"), "exec", "{pod}");
+    let spec = &pod["spec"];
+    let c = &spec["containers"][0];
+    assert_eq!(
+        c["lifecycle"]["preStop"]["exec"]["command"],
+        serde_json::json!(["/graceful/graceful-wait", "--policy", "drained", "--max", "25s"]),
+        "{pod}"
+    );
+    assert!(
+        c["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["name"] == "graceful" && m["mountPath"] == "/graceful" && m["readOnly"] == true),
+        "{c}"
+    );
+    let volume = spec["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "graceful")
+        .unwrap_or_else(|| panic!("no graceful volume: {spec}"));
+    assert_eq!(volume["hostPath"]["path"], "/var/run/graceful");
+    assert_eq!(spec["terminationGracePeriodSeconds"], 30, "25 s + the 5 s budget");
+    assert_eq!(annotation(&pod, "graceful.dev/ignore-ports"), "9090");
+
+    // A second container with a preStop of its own: left alone, named.
+    let mixed = app(
+        "mixed",
+        "",
+        "    - name: proxy\n      image: TEST_APP\n      lifecycle: {preStop: {exec: {command: [/bin/true]}}}\n"
+            .replace("TEST_APP", TEST_APP_IMAGE)
+            .as_str(),
+    );
+    let pod = as_stored(&cluster, &ns, &mixed).unwrap();
+    assert_eq!(
+        pod["spec"]["containers"][1]["lifecycle"]["preStop"]["exec"]["command"],
+        serde_json::json!(["/bin/true"])
+    );
+    assert!(pod["spec"]["containers"][0]["lifecycle"]["preStop"]["exec"].is_object());
+    assert_eq!(
+        annotation(&pod, "graceful.dev/inject-skipped"),
+        "proxy: a preStop hook of its own, left as it is"
+    );
+
+    // A tenant's 200,000-byte prometheus.io/port: taken as no port, and
+    // answered as fast as any pod.
+    let long = format!(
+        "  annotations: {{prometheus.io/port: \"{}\"}}\n",
+        "9,".repeat(100_000)
+    );
+    let start = std::time::Instant::now();
+    let pod = as_stored(&cluster, &ns, &app("long", &long, "")).unwrap();
+    let took = start.elapsed();
+    assert_eq!(annotation(&pod, "graceful.dev/injected"), "exec");
+    assert_eq!(
+        annotation(&pod, "graceful.dev/ignore-ports"),
+        "9090",
+        "the named port alone"
+    );
+    assert!(took < std::time::Duration::from_secs(2), "{took:?}");
+    eprintln!(
+        "a 200,000-byte prometheus.io/port: injected and answered in {} ms",
+        took.as_millis()
+    );
+
+    // A real pod, injected so, is held at its deletion until its clients
+    // close (the settle and min as annotations, which win over the hook).
+    ns.apply(&app(
+        "held",
+        "  annotations: {graceful.dev/settle: 200ms, graceful.dev/min: 0s}\n",
+        "",
+    ));
+    let held = Pod::wait_ready(&ns, "app=held", 1, 60).remove(0);
+    let (clients, mut log) = deleted_with_clients(&cluster, &ns, &held, "held");
+    held_until_the_last_close(&ns, &held, clients, &mut log, "held", "an injected exec gate: ");
+
+    // Pod Security restricted: the httpGet gate, admitted.
+    let restricted = Namespace::create(&cluster, "inject-restricted");
+    restricted.kubectl(&[
+        "label",
+        "namespace",
+        &restricted.name,
+        "graceful.dev/inject=enabled",
+        "pod-security.kubernetes.io/enforce=restricted",
+    ]);
+    let secure = "      securityContext: {allowPrivilegeEscalation: false, runAsNonRoot: true, runAsUser: 65534, capabilities: {drop: [ALL]}, seccompProfile: {type: RuntimeDefault}}\n";
+    let pod =
+        as_stored(&cluster, &restricted, &app("web", "", secure)).unwrap_or_else(|e| panic!("refused: {e}"));
+    assert_eq!(annotation(&pod, "graceful.dev/injected"), "http", "{pod}");
+    assert_eq!(annotation(&pod, "graceful.dev/gate"), "http");
+    let get = &pod["spec"]["containers"][0]["lifecycle"]["preStop"]["httpGet"];
+    assert_eq!(get["path"], "/drain?policy=drained&max=25s", "{pod}");
+    assert_eq!(get["port"], 9711);
+    assert!(
+        !pod["spec"]["volumes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|v| v["hostPath"].is_object()),
+        "{pod}"
+    );
+
+    // The pod's own label, in a namespace not labelled; and neither.
+    let other = Namespace::create(&cluster, "inject-none");
+    let labelled = app("own", "", "").replace(
+        "labels: {app: own}",
+        "labels: {app: own, graceful.dev/inject: enabled}",
+    );
+    let pod = as_stored(&cluster, &other, &labelled).unwrap();
+    assert_eq!(annotation(&pod, "graceful.dev/injected"), "exec", "{pod}");
+    let pod = as_stored(&cluster, &other, &app("mine", "", "")).unwrap();
+    assert!(
+        pod["metadata"]["annotations"]
+            .get("graceful.dev/injected")
+            .is_none(),
+        "{pod}"
+    );
+    assert!(pod["spec"]["containers"][0].get("lifecycle").is_none(), "{pod}");
+    assert_eq!(pod["spec"]["terminationGracePeriodSeconds"], 10);
+}
