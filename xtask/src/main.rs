@@ -79,8 +79,8 @@ enum Command {
     /// (lab) Show the agent counting a simulated pod's connections while it drains; `--cluster`
     /// on the test node. `cargo xtask demo --help` lists its flags.
     Demo(LabArgs),
-    /// (lab) Roll pods behind a load balancer five ways (none, sleep, the sleep action, the exec
-    /// and httpGet gates) and print the table. `cargo xtask rollout --help` lists its flags.
+    /// (lab) Roll pods behind a load balancer six ways (none, sleep, the sleep action, the exec
+    /// and httpGet gates, the gate injected by label) and print the table. `cargo xtask rollout --help` lists its flags.
     Rollout(LabArgs),
     /// (lab) Benchmarks: `cargo xtask bench --help` lists them.
     Bench(LabArgs),

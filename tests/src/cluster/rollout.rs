@@ -1,10 +1,11 @@
 //! A real rolling update on the test node: `deploy/examples/web` (3 nginx
 //! pods behind a ClusterIP Service) under an open-loop load from the node
 //! (through kube-proxy's rules, as any client on the node reaches a
-//! Service), while `kubectl rollout restart` replaces every pod, five ways
+//! Service), while `kubectl rollout restart` replaces every pod, six ways
 //! ([`Mode::CLUSTER`]): no preStop hook; `exec: sleep 15`; the kubelet's own
 //! `sleep: {seconds: 15}` action (1.34+); graceful's exec gate (the example
-//! as shipped); graceful's httpGet gate. Each mode runs in a namespace of
+//! as shipped); graceful's httpGet gate; and no hook written, in a
+//! namespace labelled for injection (deploy/inject). Each mode runs in a namespace of
 //! its own, deleted after.
 //!
 //! The load starts once kube-proxy's rules send the Service to every ready
@@ -125,6 +126,10 @@ struct Seen {
 
 fn run_mode(cluster: &Cluster, cfg: &Config, mode: Mode) -> anyhow::Result<Run> {
     let ns = Namespace::create(cluster, &format!("rollout-{mode}"));
+    // The injected mode's Deployment has nothing of graceful: its
+    // namespace is labelled, and deploy/inject's policy writes the gate
+    // into each new pod (removed again when the mode ends).
+    let _injection = (mode == Mode::Injected).then(|| super::inject::Injection::apply(cluster, &ns));
     ns.apply_kustomization(&overlay(mode));
     let old = Pod::wait_ready(&ns, SELECTOR, PODS, 120);
     let ip = ns.wait_service("web", PODS);

@@ -64,18 +64,23 @@ pub enum Mode {
     /// `preStop: httpGet` to the agent's gate in the pod (the restricted
     /// namespaces' gate). Only on the test node: it needs a kubelet.
     HttpGate,
+    /// No hook written: the namespace is labelled graceful.dev/inject=enabled
+    /// and the API server injects the gate (deploy/inject). Only on the
+    /// test node: it needs the API server's admission.
+    Injected,
 }
 
 impl Mode {
     /// The simulation's modes (it has no kubelet to run the others).
     pub const ALL: [Mode; 3] = [Mode::None, Mode::Sleep, Mode::Graceful];
     /// The test node's: every hook a user compares, in the table's order.
-    pub const CLUSTER: [Mode; 5] = [
+    pub const CLUSTER: [Mode; 6] = [
         Mode::None,
         Mode::Sleep,
         Mode::SleepAction,
         Mode::Graceful,
         Mode::HttpGate,
+        Mode::Injected,
     ];
 
     pub fn name(self) -> &'static str {
@@ -85,12 +90,13 @@ impl Mode {
             Mode::Graceful => "graceful",
             Mode::SleepAction => "sleep-action",
             Mode::HttpGate => "http-gate",
+            Mode::Injected => "injected",
         }
     }
 
     /// Whether graceful's agent releases this mode's hook.
     pub fn gated(self) -> bool {
-        matches!(self, Mode::Graceful | Mode::HttpGate)
+        matches!(self, Mode::Graceful | Mode::HttpGate | Mode::Injected)
     }
 }
 
@@ -103,10 +109,9 @@ impl fmt::Display for Mode {
 impl FromStr for Mode {
     type Err = String;
     fn from_str(s: &str) -> Result<Mode, String> {
-        Mode::CLUSTER
-            .into_iter()
-            .find(|m| m.name() == s)
-            .ok_or_else(|| format!("unknown mode {s:?}: none, sleep, sleep-action, graceful or http-gate"))
+        Mode::CLUSTER.into_iter().find(|m| m.name() == s).ok_or_else(|| {
+            format!("unknown mode {s:?}: none, sleep, sleep-action, graceful, http-gate or injected")
+        })
     }
 }
 
@@ -176,6 +181,7 @@ impl Config {
             Mode::Graceful => format!("preStop: graceful-wait {}", self.wait_args().join(" ")),
             Mode::SleepAction => format!("preStop: sleep: {{seconds: {}}}", secs(self.sleep)),
             Mode::HttpGate => "preStop: httpGet :9711/drain".into(),
+            Mode::Injected => "none written; injected: graceful-wait --max 25s".into(),
         }
     }
 }
@@ -351,7 +357,7 @@ impl Hook {
                 c.arg(secs(cfg.sleep));
                 c
             }
-            Mode::SleepAction | Mode::HttpGate => bail!("the {mode} mode needs a kubelet"),
+            Mode::SleepAction | Mode::HttpGate | Mode::Injected => bail!("the {mode} mode needs a kubelet"),
             Mode::Graceful => {
                 let agent = agent.context("the graceful mode needs the agent")?;
                 let gate = agent.gate_dir.as_ref().context("the agent has no gate")?;

@@ -1,6 +1,7 @@
-//! `deploy/examples/web` rolled behind a real Service five ways: both of
-//! graceful's gates drop nothing and cost the drain; no hook drops
-//! requests; `exec: sleep 15` and the kubelet's `sleep` action drop nothing
+//! `deploy/examples/web` rolled behind a real Service six ways: both of
+//! graceful's gates drop nothing and cost the drain, and so does the same
+//! Deployment with no hook written, in a namespace labelled for injection;
+//! no hook drops requests; `exec: sleep 15` and the kubelet's `sleep` action drop nothing
 //! but cost 15 s a pod.
 
 use graceful_tests::{
@@ -9,13 +10,19 @@ use graceful_tests::{
 };
 
 #[test]
-fn a_rolling_update_behind_a_service_five_ways() {
+fn a_rolling_update_behind_a_service_six_ways() {
     let (cluster, _serial) = crate::node();
     let runs = rollout::run(&cluster, &Config::default()).unwrap();
     eprintln!("{}", report::table(&runs));
     let by = |m: Mode| runs.iter().find(|r| r.mode == m).unwrap();
 
-    for mode in [Mode::Sleep, Mode::SleepAction, Mode::Graceful, Mode::HttpGate] {
+    for mode in [
+        Mode::Sleep,
+        Mode::SleepAction,
+        Mode::Graceful,
+        Mode::HttpGate,
+        Mode::Injected,
+    ] {
         let run = by(mode);
         assert_eq!(
             run.load.failed, 0,
@@ -42,7 +49,7 @@ fn a_rolling_update_behind_a_service_five_ways() {
     }
     // Both gates release each pod by its traffic, after the endpoint left:
     // never at the deadline (25 s), never before the endpoint's removal.
-    for mode in [Mode::Graceful, Mode::HttpGate] {
+    for mode in [Mode::Graceful, Mode::HttpGate, Mode::Injected] {
         for t in &by(mode).terminations {
             let why = t.released.as_deref().unwrap_or("no DrainReleased Event");
             assert!(
