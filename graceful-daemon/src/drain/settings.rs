@@ -35,8 +35,9 @@ use crate::duration;
 
 pub const PREFIX: &str = "graceful.dev/";
 /// The project's annotations that are not drain settings: the httpGet
-/// gate's opt-in and port (crate::serve::httpgate). Known, so never "unknown".
-const OTHER_KEYS: [&str; 2] = ["gate", "gate-port"];
+/// gate's opt-in and port (crate::serve::httpgate), and what injection by
+/// label (deploy/inject) writes and reads. Known, so never "unknown".
+const OTHER_KEYS: [&str; 5] = ["gate", "gate-port", "injected", "inject-skipped", "inject-gate"];
 
 /// What the agent knows of the calling pod from the Kubernetes API.
 #[derive(Clone, Debug, Default)]

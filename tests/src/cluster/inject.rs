@@ -12,8 +12,9 @@ pub struct Injection<'a> {
 
 impl<'a> Injection<'a> {
     /// Applies the policy and waits until the API server injects with it
-    /// into a pod of `ns` (labelled graceful.dev/inject=enabled here):
-    /// policies take effect once the API server has read them.
+    /// into a pod of `ns`, labelled here graceful.dev/inject=enabled and
+    /// Pod Security privileged (where the exec gate is chosen): policies
+    /// take effect once the API server has read them.
     pub fn apply(cluster: &'a Cluster, ns: &Namespace) -> Injection<'a> {
         let dir = workspace().join("deploy/inject").to_string_lossy().into_owned();
         ns.kubectl(&[
@@ -22,6 +23,7 @@ impl<'a> Injection<'a> {
             "namespace",
             &ns.name,
             "graceful.dev/inject=enabled",
+            "pod-security.kubernetes.io/enforce=privileged",
         ]);
         cluster.kubectl(&["apply", "-k", &dir]);
         let probe = format!(

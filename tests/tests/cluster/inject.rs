@@ -1,14 +1,20 @@
 //! Injection by label (deploy/inject, the chart's admission.inject) through
 //! the node's real API server (1.37: MutatingAdmissionPolicy GA). Pods
 //! written with no hook, no annotation and no volume:
-//! - in a namespace labelled graceful.dev/inject=enabled get the exec gate
-//!   (the namespace allows hostPath), the grace period raised to the
+//! - in a namespace labelled graceful.dev/inject=enabled and Pod Security
+//!   privileged get the exec gate, the grace period raised to the
 //!   deadline plus the budget, their metrics port left out, and a
 //!   container with its own preStop left alone and named; a real pod so
-//!   made is held at its deletion until its last client closes;
-//! - in one that also enforces Pod Security restricted get the httpGet
-//!   gate, and the API server admits them;
-//! - labelled themselves, in any namespace, get it too; neither label:
+//!   made is held at its deletion until its last client closes, with no
+//!   warning about the annotations injection wrote;
+//! - a tenant's mount named graceful with no volume (which an added
+//!   hostPath would have made a read-write mount of the gate directory)
+//!   is refused as written; a volume of its own named graceful gets the
+//!   httpGet gate;
+//! - in a namespace enforcing restricted get the httpGet gate on the
+//!   pod's graceful.dev/gate-port, and the API server admits them;
+//! - labelled themselves, in a namespace not labelled (whose Pod Security
+//!   the policy cannot know), get the httpGet gate; neither label:
 //!   nothing changes.
 //!
 //! Most cases are server-side dry runs: the API server runs admission and
@@ -21,7 +27,7 @@ use graceful_tests::cluster::{
 };
 use serde_json::Value;
 
-use crate::gate::{deleted_with_clients, held_until_the_last_close};
+use crate::gate::{deleted_with_clients, events_of, held_until_the_last_close};
 
 /// A pod of the test app: `extra` under its one container, `meta` under
 /// its metadata, grace 10 s.
@@ -123,8 +129,40 @@ fn a_labelled_namespace_gets_the_gate_that_fits_and_the_hook_holds() {
     let held = Pod::wait_ready(&ns, "app=held", 1, 60).remove(0);
     let (clients, mut log) = deleted_with_clients(&cluster, &ns, &held, "held");
     held_until_the_last_close(&ns, &held, clients, &mut log, "held", "an injected exec gate: ");
+    let events = events_of(&ns, &held.uid);
+    assert!(
+        !events.iter().any(|(reason, _)| reason == "DrainMisconfigured"),
+        "the annotations injection wrote were warned about: {events:?}"
+    );
 
-    // Pod Security restricted: the httpGet gate, admitted.
+    // A tenant's mount named graceful, with no volume: an added hostPath
+    // would make it a read-write mount of the gate directory. It gets
+    // the httpGet gate, so no volume is added, and the pod is refused as
+    // written. A volume of its own named graceful: the httpGet gate.
+    let attack = app(
+        "attack",
+        "",
+        "      volumeMounts: [{name: graceful, mountPath: /w}]\n",
+    );
+    let refused = as_stored(&cluster, &ns, &attack).expect_err("a mount of no volume was admitted");
+    assert!(
+        refused.contains("graceful") && refused.to_lowercase().contains("not found"),
+        "{refused}"
+    );
+    let own = app(
+        "own-volume",
+        "",
+        "      volumeMounts: [{name: graceful, mountPath: /data}]\n",
+    ) + "  volumes: [{name: graceful, emptyDir: {}}]\n";
+    let pod = as_stored(&cluster, &ns, &own).unwrap();
+    assert_eq!(annotation(&pod, "graceful.dev/injected"), "http", "{pod}");
+    eprintln!(
+        "a tenant's mount of the gate's volume name: refused ({})",
+        refused.trim()
+    );
+
+    // Pod Security restricted: the httpGet gate on the pod's own gate
+    // port, admitted; a prometheus.io/port of 0 is no port.
     let restricted = Namespace::create(&cluster, "inject-restricted");
     restricted.kubectl(&[
         "label",
@@ -134,13 +172,19 @@ fn a_labelled_namespace_gets_the_gate_that_fits_and_the_hook_holds() {
         "pod-security.kubernetes.io/enforce=restricted",
     ]);
     let secure = "      securityContext: {allowPrivilegeEscalation: false, runAsNonRoot: true, runAsUser: 65534, capabilities: {drop: [ALL]}, seccompProfile: {type: RuntimeDefault}}\n";
-    let pod =
-        as_stored(&cluster, &restricted, &app("web", "", secure)).unwrap_or_else(|e| panic!("refused: {e}"));
+    let port = "  annotations: {graceful.dev/gate-port: \"9800\", prometheus.io/port: \"0\"}\n";
+    let pod = as_stored(&cluster, &restricted, &app("web", port, secure))
+        .unwrap_or_else(|e| panic!("refused: {e}"));
+    assert_eq!(
+        annotation(&pod, "graceful.dev/ignore-ports"),
+        "9090",
+        "port 0 is no port"
+    );
     assert_eq!(annotation(&pod, "graceful.dev/injected"), "http", "{pod}");
     assert_eq!(annotation(&pod, "graceful.dev/gate"), "http");
     let get = &pod["spec"]["containers"][0]["lifecycle"]["preStop"]["httpGet"];
     assert_eq!(get["path"], "/drain?policy=drained&max=25s", "{pod}");
-    assert_eq!(get["port"], 9711);
+    assert_eq!(get["port"], 9800, "the pod's gate port");
     assert!(
         !pod["spec"]["volumes"]
             .as_array()
@@ -157,7 +201,7 @@ fn a_labelled_namespace_gets_the_gate_that_fits_and_the_hook_holds() {
         "labels: {app: own, graceful.dev/inject: enabled}",
     );
     let pod = as_stored(&cluster, &other, &labelled).unwrap();
-    assert_eq!(annotation(&pod, "graceful.dev/injected"), "exec", "{pod}");
+    assert_eq!(annotation(&pod, "graceful.dev/injected"), "http", "{pod}");
     let pod = as_stored(&cluster, &other, &app("mine", "", "")).unwrap();
     assert!(
         pod["metadata"]["annotations"]

@@ -134,6 +134,13 @@ fn the_gate_annotations_are_known_but_not_settings() {
             ("graceful.dev/gate", "http"),
             ("graceful.dev/gate-port", "9711"),
             ("graceful.dev/gate-portt", "9711"),
+            // What injection by label writes on every pod it injects.
+            ("graceful.dev/injected", "exec"),
+            (
+                "graceful.dev/inject-skipped",
+                "proxy: a preStop hook of its own, left as it is",
+            ),
+            ("graceful.dev/inject-gate", "http"),
         ],
         None,
     );
