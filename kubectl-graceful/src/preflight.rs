@@ -17,7 +17,7 @@ mod nodes;
 mod pod;
 mod wait;
 
-use graceful_api::views::doctor::{Finding, Level};
+use graceful_api::views::doctor::{worst, Finding, Level};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::{
     api::{DeleteParams, ListParams, PostParams},
@@ -263,17 +263,6 @@ async fn image_volumes(pods: &Api<Pod>, ns: &str, run: &str, image: &str, cluste
             ),
         ),
     });
-}
-
-/// The worst level among `findings`.
-fn worst(findings: &[Finding]) -> Level {
-    if findings.iter().any(|f| f.level == Level::Fail) {
-        Level::Fail
-    } else if findings.iter().any(|f| f.level == Level::Warn) {
-        Level::Warn
-    } else {
-        Level::Ok
-    }
 }
 
 /// One node's line: what stops the agent (every FAIL), else what to

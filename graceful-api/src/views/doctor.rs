@@ -3,8 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
-/// How a check came out.
-#[derive(PartialEq, Eq, Clone, Copy, Debug, Serialize, Deserialize)]
+/// How a check came out, in rising order: the worst of several is their
+/// `max` ([`worst`]).
+#[derive(PartialEq, Eq, PartialOrd, Ord, Clone, Copy, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Level {
     Ok,
@@ -31,6 +32,11 @@ impl Finding {
         };
         format!("{tag} {:<12} {}", self.check, self.message)
     }
+}
+
+/// The worst level among `findings` (`Ok` for none).
+pub fn worst(findings: &[Finding]) -> Level {
+    findings.iter().map(|f| f.level).max().unwrap_or(Level::Ok)
 }
 
 /// What a set of findings means, as its last line.

@@ -153,21 +153,9 @@ pub fn lsm(r: &mut Report) {
         );
         return;
     }
-    let level = lines
-        .iter()
-        .map(|(l, _)| *l)
-        .max_by_key(|l| rank(*l))
-        .unwrap_or(Level::Ok);
+    let level = lines.iter().map(|(l, _)| *l).max().unwrap_or(Level::Ok);
     let text: Vec<String> = lines.into_iter().map(|(_, t)| t).collect();
     r.line(level, "lsm", text.join("; "));
-}
-
-fn rank(l: Level) -> u8 {
-    match l {
-        Level::Ok => 0,
-        Level::Warn => 1,
-        Level::Fail => 2,
-    }
 }
 
 /// `Seccomp:` and `Seccomp_filters:` of /proc/self/status.

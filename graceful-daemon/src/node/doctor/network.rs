@@ -16,9 +16,7 @@ pub fn reachable(addrs: impl IntoIterator<Item = IpAddr>) -> (Vec<IpAddr>, Vec<I
     for a in addrs {
         match a.to_canonical() {
             IpAddr::V4(a) if !a.is_loopback() && !a.is_unspecified() => v4.push(IpAddr::V4(a)),
-            IpAddr::V6(a)
-                if !a.is_loopback() && !a.is_unspecified() && (a.segments()[0] & 0xffc0) != 0xfe80 =>
-            {
+            IpAddr::V6(a) if !a.is_loopback() && !a.is_unspecified() && !a.is_unicast_link_local() => {
                 v6.push(IpAddr::V6(a))
             }
             _ => {}
