@@ -9,6 +9,15 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The annotations graceful's Events carry, for the clients that read a
+/// namespace's Events rather than the agents (`kubectl graceful history`,
+/// `at-risk --events`): the pod's workload (every Event on a pod the API
+/// named), and, on a terminating pod's report, the inbound connections
+/// open when it was reported and whether the pod had opted in.
+pub const EVENT_WORKLOAD: &str = "graceful.dev/workload";
+pub const EVENT_INBOUND_OPEN: &str = "graceful.dev/inbound-open";
+pub const EVENT_OPTED_IN: &str = "graceful.dev/opted-in";
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
@@ -38,6 +47,11 @@ impl Outcome {
             Outcome::Exited => "ExitedBeforeDrain",
             Outcome::Deleted => "DeletedBeforeDrain",
         }
+    }
+
+    /// The outcome an Event's reason reports; `None` for any other Event.
+    pub fn of_event_reason(reason: &str) -> Option<Outcome> {
+        Outcome::ALL.into_iter().find(|o| o.event_reason() == reason)
     }
 }
 
@@ -78,9 +92,27 @@ pub struct TerminationReport {
     pub report_ns: u64,
     pub last_inbound_close_ns: u64,
     pub cgroups: Vec<u64>,
+    /// The pod's controller, `kind/name` (`deployment/checkout`), `pod`
+    /// without one; absent from an older agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<String>,
+    /// The pod carried anything of graceful's (a gate, an annotation); a
+    /// pod reported without is one a widened report scope took in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opted_in: Option<bool>,
 }
 
 impl TerminationReport {
+    /// What its Event carries besides the message (the workload comes
+    /// with the pod): [`EVENT_INBOUND_OPEN`], [`EVENT_OPTED_IN`].
+    pub fn event_notes(&self) -> Vec<(&'static str, String)> {
+        let mut notes = vec![(EVENT_INBOUND_OPEN, self.inbound_open.to_string())];
+        if let Some(o) = self.opted_in {
+            notes.push((EVENT_OPTED_IN, o.to_string()));
+        }
+        notes
+    }
+
     /// The Event's one-line message.
     pub fn message(&self) -> String {
         let grace = self

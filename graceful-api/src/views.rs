@@ -3,6 +3,7 @@
 //! `graceful` on the node and `kubectl graceful` through the API server
 //! show the same rows, written once here.
 
+pub mod at_risk;
 pub mod cgroups;
 pub mod doctor;
 pub mod drains;

@@ -52,6 +52,38 @@ pub enum Command {
     },
     /// Drains in progress and released, and terminating pods.
     Drains,
+    /// The workloads whose pods exited before their inbound connections
+    /// drained, worst first, from every node's recent terminating reports
+    /// (the pods the agents report on: those that opted in, and those the
+    /// report scope widens to).
+    AtRisk {
+        /// Only workloads of this namespace (with --events: the namespace
+        /// whose Events are read; default: the kubeconfig's).
+        #[arg(short, long)]
+        namespace: Option<String>,
+        /// Rank from the terminating reports' Events in the namespace (one
+        /// LIST, with the caller's own RBAC: `list` events, which `view`
+        /// grants), not from the agents (which needs port-forward rights in
+        /// the agents' namespace).
+        #[arg(long)]
+        events: bool,
+        /// With --events: every namespace's Events.
+        #[arg(short = 'A', long, requires = "events", conflicts_with = "namespace")]
+        all_namespaces: bool,
+    },
+    /// A namespace's drains and terminating reports, from the Events the
+    /// agents posted on its pods (oldest first), with the caller's own
+    /// RBAC: what an app team reads without rights in the agents'
+    /// namespace. Events last as long as the API server keeps them (an
+    /// hour by default).
+    History {
+        /// The namespace (default: the kubeconfig's).
+        #[arg(short, long)]
+        namespace: Option<String>,
+        /// Every namespace.
+        #[arg(short = 'A', long, conflicts_with = "namespace")]
+        all_namespaces: bool,
+    },
     /// Pinned counts per cgroup.
     Cgroups {
         /// Only this cgroup and the ones below it (relative to the cgroup2 mount).
@@ -71,11 +103,13 @@ pub enum Command {
 
 impl Command {
     /// The agent API path that answers it; `None` for what no agent
-    /// answers (a preflight runs before there is one).
+    /// answers (a preflight runs before there is one; Events are the API
+    /// server's).
     pub fn path(&self) -> Option<&'static str> {
         match self {
             Command::Pods { .. } => Some("/v1/pods"),
-            Command::Drains => Some("/v1/drains"),
+            Command::Drains | Command::AtRisk { events: false, .. } => Some("/v1/drains"),
+            Command::AtRisk { events: true, .. } | Command::History { .. } => None,
             Command::Cgroups { .. } => Some("/v1/cgroups"),
             Command::Doctor => Some("/v1/doctor"),
             Command::Preflight(_) => None,

@@ -12,12 +12,16 @@
 //! - [`agents`]: the agent pods, by node;
 //! - [`forward`]: one GET on an agent's API through a port-forward;
 //! - [`show`]: the answers, as tables (`graceful`'s own) or JSON;
+//! - [`events`]: what an app team reads with its own RBAC, in its own
+//!   namespace: the Events the agents posted on its pods (`history`,
+//!   `at-risk --events`), with no right in the agents' namespace;
 //! - [`preflight`]: before an install, what would stop the agent on each
 //!   node (pods like the agent's, made and deleted: it needs `create` on
 //!   pods in the namespace where the others need only port-forwards).
 
 mod agents;
 mod args;
+mod events;
 mod forward;
 mod preflight;
 mod show;

@@ -5,6 +5,7 @@
 //! is then 1.
 
 use graceful_api::views::{
+    at_risk,
     cgroups::{self, Row},
     doctor::{verdict, Finding},
     drains,
@@ -21,6 +22,7 @@ use serde_json::Value;
 use crate::{
     agents::{self, Agent},
     args::{Cli, Command, Output},
+    events::{self, Where},
     forward,
 };
 
@@ -88,8 +90,18 @@ async fn ask(cli: &Cli) -> anyhow::Result<Vec<(Agent, Result<Value, String>)>> {
 }
 
 pub async fn run(cli: Cli) -> anyhow::Result<i32> {
-    if let Command::Preflight(args) = &cli.command {
-        return crate::preflight::run(&cli, args, client(&cli).await?).await;
+    match &cli.command {
+        Command::Preflight(args) => return crate::preflight::run(&cli, args, client(&cli).await?).await,
+        Command::History {
+            namespace,
+            all_namespaces,
+        } => return from_events(&cli, namespace.as_deref(), *all_namespaces, false).await,
+        Command::AtRisk {
+            namespace,
+            events: true,
+            all_namespaces,
+        } => return from_events(&cli, namespace.as_deref(), *all_namespaces, true).await,
+        _ => {}
     }
     let answers = ask(&cli).await?;
     let mut code = 0;
@@ -135,6 +147,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
                 }
             }
         }
+        Command::AtRisk { namespace, .. } => {
+            code = code.max(at_risk_of_agents(&cli, &ok, namespace.as_deref()))
+        }
         Command::Cgroups { .. } => {
             for (a, v) in &ok {
                 let rows: Vec<Row> = serde_json::from_value(filtered(&cli.command, (*v).clone()))?;
@@ -142,7 +157,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
                 println!("{}", cgroups::render(&rows));
             }
         }
-        Command::Preflight(_) => {}
+        Command::Preflight(_) | Command::History { .. } => {}
         Command::Doctor => {
             for (a, v) in &ok {
                 let findings: Vec<Finding> = serde_json::from_value((*v).clone())?;
@@ -159,6 +174,53 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         }
     }
     Ok(code)
+}
+
+/// `at-risk`: every agent's reports ranked as one; 1 if an answer does
+/// not read.
+fn at_risk_of_agents(cli: &Cli, ok: &[(&Agent, &Value)], namespace: Option<&str>) -> i32 {
+    let mut code = 0;
+    let mut reports = Vec::new();
+    for (a, v) in ok {
+        match serde_json::from_value::<drains::Drains>((*v).clone()) {
+            Ok(d) => reports.extend(d.terminated),
+            Err(e) => {
+                eprintln!(
+                    "kubectl graceful: node {}: {}/{}: {e}",
+                    a.node, cli.agent_namespace, a.pod
+                );
+                code = 1;
+            }
+        }
+    }
+    reports.retain(|r| namespace.is_none_or(|ns| ns == r.namespace));
+    print!(
+        "{}",
+        at_risk::render(&at_risk::rank(reports.iter().map(at_risk::Seen::from)))
+    );
+    code
+}
+
+/// `history` (`at_risk`: false) and `at-risk --events`, from the Events
+/// the agents posted.
+async fn from_events(cli: &Cli, namespace: Option<&str>, all: bool, at_risk: bool) -> anyhow::Result<i32> {
+    let at = if all {
+        Where::All
+    } else {
+        Where::Namespace(namespace)
+    };
+    let list = events::list(client(cli).await?, at).await?;
+    let json = cli.output == Output::Json;
+    match (at_risk, json) {
+        (false, false) => print!("{}", events::render(&list, k8s_openapi::jiff::Timestamp::now())),
+        (false, true) => println!("{}", serde_json::to_string_pretty(&list)?),
+        (true, false) => print!("{}", at_risk::render(&at_risk::rank(events::terminations(&list)))),
+        (true, true) => println!(
+            "{}",
+            serde_json::to_string_pretty(&at_risk::rank(events::terminations(&list)))?
+        ),
+    }
+    Ok(0)
 }
 
 /// An answer with the command's own filters applied (pods of a namespace,

@@ -79,6 +79,7 @@ pub struct Settings {
     /// The per-pod series on the metrics address too.
     pub metrics_pods: bool,
     pub metrics_max_pods: usize,
+    pub metrics_max_workloads: usize,
     pub kube: KubeArgs,
 }
 

@@ -8,10 +8,7 @@ use std::{
     time::Duration,
 };
 
-use tokio::{
-    signal::unix::Signal,
-    sync::broadcast::{self, error::RecvError},
-};
+use tokio::signal::unix::Signal;
 use tracing::{error, info, warn};
 
 use super::{claim::Claim, gate_dir, local_api, memory_check, resume, stop, tasks::Tasks, Settings};
@@ -22,7 +19,7 @@ use crate::{
         drainer::Drainer,
         hook::Hooks,
         pod_kube::PodKube,
-        terminations::{Outcome, TerminationReport, Terminations},
+        terminations::{Outcome, Terminations},
     },
     kernel::adopt::{pass::Report as AdoptReport, repair::Repairer},
     kernel::bpf::{maps, paths::PinDir, pinned::Pinned, state_programs::StatePrograms, Kernel},
@@ -107,7 +104,6 @@ pub async fn serve(
     } = held;
     let mut tasks = Tasks::default();
     let src = Sources::start(
-        &mut tasks,
         &pins,
         ebpf,
         &hier,
@@ -203,7 +199,6 @@ struct Sources {
 impl Sources {
     #[allow(clippy::too_many_arguments)]
     async fn start(
-        tasks: &mut Tasks,
         pins: &PinDir,
         ebpf: aya::Ebpf,
         hier: &Hierarchy,
@@ -216,7 +211,10 @@ impl Sources {
     ) -> anyhow::Result<Sources> {
         let kernel = Kernel::open(pins)?.with_object(ebpf);
         let watcher = Watcher::spawn(hier, WatchConfig::default())?;
-        let recorder = Arc::new(Recorder::new(&Outcome::ALL.map(Outcome::as_str)));
+        let recorder = Arc::new(Recorder::new(
+            &Outcome::ALL.map(Outcome::as_str),
+            settings.metrics_max_workloads,
+        ));
         recorder.repair(None, adoption.repaired);
         recorder.build_info(counting, kernel_release);
         let repairer = Repairer::new(kernel.clone(), recorder.clone(), Arc::new(state_programs));
@@ -231,15 +229,11 @@ impl Sources {
                 watcher.resolver().subscribe(),
                 k.store.clone(),
                 Some(k.events.clone()),
+                recorder.clone(),
+                settings.kube.report_scope(),
                 hier.mount().to_path_buf(),
             )
         });
-        if let Some(t) = &terminations {
-            tasks.spawn(
-                "termination metrics",
-                count_terminations(t.subscribe(), recorder.clone()),
-            );
-        }
         let events = kube.as_ref().map(|k| k.events.clone());
         if let (Some(events), Some(me)) = (&events, settings.kube.own_pod()) {
             for why in unread {
@@ -505,23 +499,6 @@ fn keep_pinned(pinned: &Pinned, claim: &mut Claim, pins: &PinDir, recorder: &Rec
     if r.made_root {
         if let Err(e) = claim.relock_pins(pins) {
             error!("{e}");
-        }
-    }
-}
-
-/// Counts each terminating pod's report in the metrics.
-async fn count_terminations(mut rx: broadcast::Receiver<TerminationReport>, recorder: Arc<Recorder>) {
-    loop {
-        match rx.recv().await {
-            Ok(r) => recorder.termination(r.outcome.as_str()),
-            Err(RecvError::Lagged(n)) => {
-                warn!(
-                    missed = n,
-                    "termination reports came faster than they were counted"
-                );
-                recorder.error("metrics_lagged");
-            }
-            Err(RecvError::Closed) => return,
         }
     }
 }

@@ -94,6 +94,11 @@ pub struct Args {
     /// summed into one `pod="_other"` series, so a node's cardinality stays bounded.
     #[arg(long, default_value_t = 256)]
     pub metrics_max_pods: usize,
+    /// Workloads (namespace and controller) with their own series in
+    /// `graceful_workload_terminations_total`, since the agent's start; the
+    /// rest count under `workload="_other"`.
+    #[arg(long, default_value_t = 256)]
+    pub metrics_max_workloads: usize,
     #[command(flatten)]
     pub kube: crate::node::kube::KubeArgs,
 }
@@ -116,6 +121,7 @@ impl From<Args> for agent::Settings {
             metrics_addr: a.metrics_addr,
             metrics_pods: a.metrics_pods == Switch::On,
             metrics_max_pods: a.metrics_max_pods,
+            metrics_max_workloads: a.metrics_max_workloads,
             kube: a.kube,
         }
     }

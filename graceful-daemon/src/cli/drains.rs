@@ -18,18 +18,23 @@ pub struct Args {
 
 pub fn run(api: &std::path::Path, args: Args) -> anyhow::Result<i32> {
     super::require_root("graceful drains")?;
-    let d: Drains = match client::get(api, "/v1/drains") {
-        Ok(d) => d,
-        Err(e @ ClientError::Down(_)) => {
-            anyhow::bail!("{e}: drains are kept by the running daemon (start it, or pass --api-socket)")
-        }
-        Err(e) => return Err(e.into()),
-    };
+    let d = fetch(api)?;
     match args.output {
         Output::Json => println!("{}", serde_json::to_string_pretty(&d)?),
         Output::Table => print!("{}", render(&d)),
     }
     Ok(0)
+}
+
+/// `/v1/drains` from the running daemon.
+pub fn fetch(api: &std::path::Path) -> anyhow::Result<Drains> {
+    match client::get(api, "/v1/drains") {
+        Ok(d) => Ok(d),
+        Err(e @ ClientError::Down(_)) => {
+            anyhow::bail!("{e}: drains are kept by the running daemon (start it, or pass --api-socket)")
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 
 use crate::{kernel::bpf::paths::PinDir, logging::LogFormat};
 
+pub mod at_risk;
 pub mod cgroups;
 pub mod client;
 pub mod daemon;
@@ -60,6 +61,9 @@ pub enum Command {
     Pod(pods::PodArgs),
     /// Drains in progress and released, and terminating pods (asks the daemon).
     Drains(drains::Args),
+    /// Workloads whose pods exited before their inbound connections
+    /// drained, worst first (asks the daemon).
+    AtRisk(at_risk::Args),
     /// Detach graceful's programs and remove every pin it made.
     Uninstall(uninstall::Args),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
@@ -109,6 +113,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Pods(args) => pods::run_pods(&pins, &cli.api_socket, args),
         Command::Pod(args) => pods::run_pod(&pins, &cli.api_socket, args),
         Command::Drains(args) => drains::run(&cli.api_socket, args),
+        Command::AtRisk(args) => at_risk::run(&cli.api_socket, args),
         Command::Completions(args) => reference::completions(args),
         Command::Reference => {
             print!("{}", reference::markdown());

@@ -58,12 +58,7 @@ impl PodKube {
     }
 
     fn pod_ref(&self, uid: &str) -> Option<PodRef> {
-        let p = self.store.get(uid)?;
-        Some(PodRef {
-            namespace: p.namespace.clone(),
-            name: p.name.clone(),
-            uid: p.uid.clone(),
-        })
+        Some(self.store.get(uid)?.pod_ref())
     }
 
     fn post(&self, uid: &str, reason: &'static str, message: String, warning: bool) {

@@ -41,7 +41,8 @@ use tracing::{debug, info, warn};
 
 use crate::{
     kernel::bpf::Kernel,
-    node::kube::{EventPoster, PodEvent, PodInfo, PodRef, PodStore},
+    metrics::Recorder,
+    node::kube::{report_scope::ReportScope, EventPoster, PodEvent, PodInfo, PodStore},
     node::resolver::index::{Change, PodIndex},
     sync,
 };
@@ -71,16 +72,20 @@ pub struct Terminations {
 }
 
 impl Terminations {
-    /// Starts reporting on the pods of `store` that get a deletionTimestamp.
+    /// Starts reporting on the pods of `store` that get a deletionTimestamp
+    /// and that `scope` covers, counting each report in `recorder`.
     /// `changes` are the resolver's (a container removed, a pod gone);
     /// `mount` is the cgroup2 mount (to tell whether a container still runs).
     /// Must be called inside a tokio runtime.
+    #[allow(clippy::too_many_arguments)]
     pub fn spawn(
         kernel: Kernel,
         index: Arc<RwLock<PodIndex>>,
         changes: broadcast::Receiver<Change>,
         store: Arc<PodStore>,
         events: Option<EventPoster>,
+        recorder: Arc<Recorder>,
+        scope: ReportScope,
         mount: PathBuf,
     ) -> Terminations {
         let shared = Arc::new(Mutex::new(Shared::default()));
@@ -93,6 +98,8 @@ impl Terminations {
             index,
             store,
             events,
+            recorder,
+            scope,
             mount,
             shared: shared.clone(),
             reports: reports.clone(),
@@ -163,6 +170,9 @@ struct Actor {
     index: Arc<RwLock<PodIndex>>,
     store: Arc<PodStore>,
     events: Option<EventPoster>,
+    recorder: Arc<Recorder>,
+    /// The pods reported besides those that opted in.
+    scope: ReportScope,
     mount: PathBuf,
     shared: Arc<Mutex<Shared>>,
     reports: broadcast::Sender<TerminationReport>,
@@ -232,7 +242,13 @@ impl Actor {
             return;
         }
         if info.terminating() && !self.done.contains(&info.uid) {
-            self.start(info);
+            if self.scope.covers(&info) {
+                self.start(info);
+            } else {
+                debug!(pod = %info.key(), "terminating pod carries nothing of graceful's and is outside the report scope: no report");
+                self.recorder.unreported();
+                self.done.insert(info.uid.clone());
+            }
         }
     }
 
@@ -452,8 +468,12 @@ impl Actor {
             report_ns,
             last_inbound_close_ns: last_close,
             cgroups,
+            workload: Some(t.info.workload.clone()),
+            opted_in: Some(t.info.opted_in),
         };
         self.done.insert(uid.to_string());
+        self.recorder
+            .termination(outcome.as_str(), &r.namespace, &t.info.workload);
         info!(
             report = "terminating",
             pod = %t.info.key(),
@@ -478,14 +498,9 @@ impl Actor {
             s.recent.push_back(r.clone());
         }
         if let Some(poster) = self.events.clone() {
-            let pod = PodRef {
-                namespace: r.namespace.clone(),
-                name: r.name.clone(),
-                uid: r.uid.clone(),
-            };
             let (reason, message, warning) =
                 (outcome.event_reason(), r.message(), outcome != Outcome::Drained);
-            poster.post_later(pod, reason, message, warning);
+            poster.post_later_with(t.info.pod_ref(), reason, message, warning, r.event_notes());
         }
         let _ = self.reports.send(r);
     }

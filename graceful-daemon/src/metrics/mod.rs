@@ -22,11 +22,13 @@
 //! - [`live`]: the scrape-time figures and their collector;
 //! - [`text`]: the Prometheus text format, for scrapers that do not ask
 //!   for OpenMetrics;
+//! - `workloads`: terminations by namespace and workload, bounded;
 //! - `label`: the one-label sets of the series.
 mod label;
 pub mod live;
 pub mod recorder;
 pub mod text;
+mod workloads;
 
 pub use live::{AdoptionFigures, KernelFigures, LiveSource, MemoryFigures, MetricsSnapshot, PodFigures};
 pub use recorder::Recorder;

@@ -14,6 +14,7 @@ use prometheus_client::{
 use super::{
     label::{label, Label},
     live::{Live, LiveSource},
+    workloads::Workloads,
 };
 
 /// Seconds a drain can take, from an idle pod (ms) to a long deadline.
@@ -34,6 +35,8 @@ pub struct Recorder {
     drains: Family<Label, Counter>,
     drain_seconds: Family<Label, Histogram, fn() -> Histogram>,
     terminations: Family<Label, Counter>,
+    workloads: Workloads,
+    unreported: Counter,
     errors: Family<Label, Counter>,
     repair_seconds: Histogram,
     repaired: Counter,
@@ -47,7 +50,7 @@ type BuildLabels = [(&'static str, String); 4];
 /// zero from the start: a counter that appears at 1 is missed by
 /// `increase()`, and the alerts (deploy/helm) would not see the first
 /// error. A unit test checks the list against the calls in the sources.
-pub const ERROR_KINDS: [&str; 19] = [
+pub const ERROR_KINDS: [&str; 18] = [
     "api_busy",
     "drain",
     "drain_uncounted",
@@ -63,7 +66,6 @@ pub const ERROR_KINDS: [&str; 19] = [
     "http_gate_refused",
     "ingress_attach",
     "metrics_encode",
-    "metrics_lagged",
     "pins_removed",
     "read_stats",
     "repair",
@@ -82,11 +84,14 @@ impl Recorder {
     /// the series before the first drain: the drains' release reasons, and
     /// `termination_outcomes`, the outcomes a terminating pod's report can
     /// have (the Kubernetes side's, passed in by the agent).
-    pub fn new(termination_outcomes: &[&str]) -> Self {
+    /// `max_workloads` bounds the per-workload series ([`super::workloads`]).
+    pub fn new(termination_outcomes: &[&str], max_workloads: usize) -> Self {
         let r = Recorder {
             drains: Family::default(),
             drain_seconds: Family::new_with_constructor(drain_histogram),
             terminations: Family::default(),
+            workloads: Workloads::new(max_workloads),
+            unreported: Counter::default(),
             errors: Family::default(),
             repair_seconds: Histogram::new(REPAIR_BUCKETS),
             repaired: Counter::default(),
@@ -123,9 +128,17 @@ impl Recorder {
         self.drains.get_or_create(&label("outcome", "abandoned")).inc();
     }
 
-    /// A terminating pod's report (gated or not), by outcome.
-    pub fn termination(&self, outcome: &str) {
+    /// A terminating pod's report (gated or not), by outcome, and by its
+    /// namespace and workload.
+    pub fn termination(&self, outcome: &str, namespace: &str, workload: &str) {
         self.terminations.get_or_create(&label("outcome", outcome)).inc();
+        self.workloads.count(namespace, workload, outcome);
+    }
+
+    /// A terminating pod outside the report scope: not opted in, not
+    /// widened to.
+    pub fn unreported(&self) {
+        self.unreported.inc();
     }
 
     /// An error the agent recovered from, by kind: one of [`ERROR_KINDS`].
@@ -181,6 +194,18 @@ impl Recorder {
             "Terminating pods reported, by outcome (drained, exited, deleted)",
             self.terminations.clone(),
         );
+        r.register(
+            "unreported_terminations",
+            "Terminating pods not reported: they carry nothing of graceful's and the report scope (--report-namespaces, --report-selector) does not take them in",
+            self.unreported.clone(),
+        );
+        if pods {
+            r.register(
+                "workload_terminations",
+                "Terminating pods reported, by namespace, workload (the controller, kind/name) and outcome; past --metrics-max-workloads, under _other",
+                self.workloads.family.clone(),
+            );
+        }
         r.register(
             "errors",
             "Errors the agent recovered from, by kind",

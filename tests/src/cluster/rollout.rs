@@ -237,7 +237,15 @@ fn run_mode(cluster: &Cluster, cfg: &Config, mode: Mode) -> anyhow::Result<Run> 
         .map_err(|_| anyhow::anyhow!("the watch collector panicked"))?;
 
     let released = drain_reports(&ns, &old);
-    let closes = last_inbound_closes(cluster);
+    let closes = termination_reports(cluster);
+    // Every old pod is reported: the gated ones opted in, the others are
+    // taken in by the test agent's --report-selector (tests/overlays/agent).
+    if let Some(p) = old.iter().find(|p| !closes.contains_key(&p.uid)) {
+        bail!(
+            "{mode}: the agent did not report the terminating pod {}: {closes:?}",
+            p.name
+        );
+    }
     let seen = seen.lock().unwrap().clone();
     let mut terminations = Vec::new();
     for p in &old {
@@ -250,7 +258,7 @@ fn run_mode(cluster: &Cluster, cfg: &Config, mode: Mode) -> anyhow::Result<Run> 
         // From the endpoint's removal to the pod's last inbound close (the
         // agent's record), for a pod still there when its endpoint left.
         let drain_s = match (s.removed, s.removed_ns, closes.get(&p.uid)) {
-            (Some(removed), Some(removed_ns), Some(&close)) if exit > removed => {
+            (Some(removed), Some(removed_ns), Some(&close)) if exit > removed && close > 0 => {
                 Some(close.saturating_sub(removed_ns) as f64 / 1e9)
             }
             _ => None,
@@ -298,9 +306,9 @@ fn run_mode(cluster: &Cluster, cfg: &Config, mode: Mode) -> anyhow::Result<Run> 
     })
 }
 
-/// The agent's record of each terminated pod's last inbound close
-/// (CLOCK_MONOTONIC ns), by uid: `graceful drains`' `terminated` list.
-fn last_inbound_closes(cluster: &Cluster) -> HashMap<String, u64> {
+/// Each terminating pod the agent reported on: uid → the kernel's time of
+/// its last inbound close (0: none after the agent's start).
+fn termination_reports(cluster: &Cluster) -> HashMap<String, u64> {
     let out = cluster.agent(&["drains", "-o", "json"]);
     let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
     v["terminated"]
@@ -313,7 +321,6 @@ fn last_inbound_closes(cluster: &Cluster) -> HashMap<String, u64> {
                 t["last_inbound_close_ns"].as_u64()?,
             ))
         })
-        .filter(|(_, ns)| *ns > 0)
         .collect()
 }
 

@@ -30,6 +30,23 @@ pub fn num(line: &str, key: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {key} in {line}"))
 }
 
+/// How the scene's pod comes to be reported: the agent reports on pods
+/// that carry anything of graceful's, and on those its report scope
+/// widens to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reach {
+    /// The pod carries a `graceful.dev/` annotation.
+    OptedIn,
+    /// The pod carries nothing of graceful's; the agent reports on its
+    /// namespace (`--report-namespaces shop`).
+    Widened,
+    /// The pod carries nothing of graceful's; the agent's defaults.
+    Neither,
+}
+
+/// The annotation an opted-in scene's pod carries.
+pub const OPT_IN: (&str, &str) = ("graceful.dev/max", "25s");
+
 /// An agent watching the fake API as node kind-worker, the simulated pod
 /// listed, and the pod's app holding `n` inbound connections.
 pub struct Scene {
@@ -41,18 +58,40 @@ pub struct Scene {
     pub app: Option<Peer>,
     _client: Peer,
     _lb: Cgroup,
+    reach: Reach,
 }
 
-pub fn scene(n: usize) -> Scene {
+/// The recorded pod (a list, or a watch event's line) with the opt-in
+/// annotation, when `reach` says so.
+fn as_reached(text: String, reach: Reach, at: &[&str]) -> String {
+    if reach != Reach::OptedIn {
+        return text;
+    }
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut meta = &mut v;
+    for key in at {
+        meta = if let Ok(i) = key.parse::<usize>() {
+            &mut meta[i]
+        } else {
+            &mut meta[*key]
+        };
+    }
+    meta["metadata"]["annotations"][OPT_IN.0] = OPT_IN.1.into();
+    serde_json::to_string(&v).unwrap()
+}
+
+pub fn scene(n: usize, reach: Reach) -> Scene {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let pod = SimPod::create(1);
     let api = rt.block_on(FakeApi::start());
-    api.push_list(Reply::list(fill(
-        &fixture("terminating/pods-list.json"),
-        &pod,
-        None,
-    )));
+    let list = fill(&fixture("terminating/pods-list.json"), &pod, None);
+    api.push_list(Reply::list(as_reached(list, reach, &["items", "0"])));
     let mut agent = Agent::new();
+    if reach == Reach::Widened {
+        agent
+            .daemon_args
+            .extend(["--report-namespaces".into(), "shop".into()]);
+    }
     with_api(&mut agent, &api);
     agent.start();
     let lb = Cgroup::unique("lb");
@@ -72,15 +111,14 @@ pub fn scene(n: usize) -> Scene {
         app: Some(app),
         _client: client,
         _lb: lb,
+        reach,
     }
 }
 
 impl Scene {
     /// Sends the recorded MODIFIED event: deletion requested now, grace 30 s.
     pub fn delete(&self, inbound: u64) {
-        let at = Timestamp::now() + SignedDuration::from_secs(30);
-        let line = fill(&lines("terminating/watch.jsonl")[0], &self.pod, Some(at));
-        assert_eq!(self.api.push(&line), 1, "no watch open");
+        self.push_deletion();
         let started = crate::wait_for(10, "the agent to watch the terminating pod", || {
             self.agent
                 .log_text()
@@ -90,6 +128,14 @@ impl Scene {
         });
         assert_eq!(num(&started, "inbound"), inbound, "{started}");
         assert_eq!(field(&started, "pod"), Some("shop/checkout-84b7c9d5f6-n7x4r"));
+    }
+
+    /// Sends the recorded MODIFIED event, and returns.
+    pub fn push_deletion(&self) {
+        let at = Timestamp::now() + SignedDuration::from_secs(30);
+        let line = fill(&lines("terminating/watch.jsonl")[0], &self.pod, Some(at));
+        let line = as_reached(line, self.reach, &["object"]);
+        assert_eq!(self.api.push(&line), 1, "no watch open");
     }
 
     pub fn report(&self) -> String {

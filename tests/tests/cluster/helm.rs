@@ -63,6 +63,14 @@ const VARIANTS: &[(&str, &[&str])] = &[
         &["openshift.scc.enabled=true", "agent.seLinuxOptions.type=spc_t"],
     ),
     (
+        "adoption widened: two namespaces and a selector, fewer workload series",
+        &[
+            "agent.reportNamespaces={shop,pay}",
+            "agent.reportSelector=app in (web\\,api)",
+            "agent.metricsMaxWorkloads=64",
+        ],
+    ),
+    (
         "an image by digest, no quota",
         &[
             "image.digest=sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
@@ -322,6 +330,26 @@ fn each_platforms_profile_renders_what_that_platform_needs() {
             object(&kps, kind)["metadata"]["labels"]["release"],
             "kps",
             "{kind}"
+        );
+    }
+
+    // Adoption: by default only pods that opted in are reported (no flag);
+    // widened, the flags the agent parses.
+    assert!(!args.iter().any(|a| a.starts_with("--report")), "{args:?}");
+    let wide = render(&[
+        "agent.reportNamespaces={shop,pay}",
+        "agent.reportSelector=app in (web\\,api)",
+        "agent.metricsMaxWorkloads=64",
+    ]);
+    let wide_args = strings(&agent_container(&wide)["args"]);
+    for pair in [
+        ["--report-namespaces", "shop,pay"],
+        ["--report-selector", "app in (web,api)"],
+        ["--metrics-max-workloads", "64"],
+    ] {
+        assert!(
+            wide_args.windows(2).any(|w| w == pair),
+            "{pair:?} not in {wide_args:?}"
         );
     }
 }

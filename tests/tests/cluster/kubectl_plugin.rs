@@ -8,7 +8,10 @@
 //! - as a user granted only `list` pods and `get`, `create` pods/portforward in
 //!   graceful-system: the same answers;
 //! - as a user without pods/portforward: one line that names the
-//!   permission, exit 1.
+//!   permission, exit 1;
+//! - as an app team with `view` in its own namespace alone: the agents
+//!   refuse it in one line, and `history` and `at-risk --events` read its
+//!   drains from the Events the agent posted, with their annotations.
 
 use std::{path::PathBuf, process::Command};
 
@@ -79,7 +82,6 @@ struct User<'a> {
 impl<'a> User<'a> {
     fn new(cluster: &'a Cluster, ns: &Namespace, name: &str, rules: &str) -> User<'a> {
         let role = format!("{}-{name}", ns.name);
-        ns.kubectl(&["create", "serviceaccount", name]);
         let manifest = format!(
             "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {{name: {role}, namespace: {AGENT_NAMESPACE}}}\nrules:\n{rules}\n---\n\
              apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: {role}, namespace: {AGENT_NAMESPACE}}}\n\
@@ -87,7 +89,27 @@ impl<'a> User<'a> {
              subjects: [{{kind: ServiceAccount, name: {name}, namespace: {ns}}}]\n",
             ns = ns.name
         );
-        let out = cluster.kubectl_stdin(&["apply", "-f", "-"], &manifest);
+        User::bound(cluster, ns, name, &manifest)
+    }
+
+    /// An app team's member: `view` in its own namespace (a RoleBinding
+    /// there to the ClusterRole), nothing in graceful's.
+    fn team(cluster: &'a Cluster, ns: &Namespace, name: &str) -> User<'a> {
+        let manifest = format!(
+            "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: {name}-view, namespace: {ns}}}\n\
+             roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: view}}\n\
+             subjects: [{{kind: ServiceAccount, name: {name}, namespace: {ns}}}]\n",
+            ns = ns.name
+        );
+        User::bound(cluster, ns, name, &manifest)
+    }
+
+    /// The service account `name`, `manifest` applied (its grants), and a
+    /// kubeconfig with its token.
+    fn bound(cluster: &'a Cluster, ns: &Namespace, name: &str, manifest: &str) -> User<'a> {
+        let role = format!("{}-{name}", ns.name);
+        ns.kubectl(&["create", "serviceaccount", name]);
+        let out = cluster.kubectl_stdin(&["apply", "-f", "-"], manifest);
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let user = User {
             cluster,
@@ -253,5 +275,75 @@ fn kubectl_graceful_reaches_every_agent_with_the_callers_own_rbac() {
         &mut log,
         "held",
         "held through kubectl graceful: ",
+    );
+    an_app_team_reads_its_drains_with_view_alone(&cluster, &ns, &pod);
+}
+
+/// An app team with `view` in its namespace and nothing in graceful's:
+/// the agents are closed to it (one line), its own drains are not: the
+/// Events the agent posted, annotated with the workload and the report's
+/// figures, in one LIST.
+fn an_app_team_reads_its_drains_with_view_alone(cluster: &Cluster, ns: &Namespace, pod: &Pod) {
+    let team = User::team(cluster, ns, "team");
+    let (code, _, err) = kubectl_graceful(cluster, Some(&team.kubeconfig), &["drains"]);
+    assert_eq!((code, err.trim().lines().count()), (1, 1), "{err}");
+    assert!(err.contains("needs `list` on pods"), "{err}");
+
+    let t0 = std::time::Instant::now();
+    let (code, out, err) = kubectl_graceful(
+        cluster,
+        Some(&team.kubeconfig),
+        &["history", "-n", &ns.name, "-o", "json"],
+    );
+    let history_ms = t0.elapsed().as_secs_f64() * 1000.0;
+    assert_eq!(code, 0, "{err}");
+    let events: Vec<Value> = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let of = |reason: &str| {
+        events
+            .iter()
+            .find(|e| e["reason"] == reason && e["involvedObject"]["uid"] == pod.uid.as_str())
+            .unwrap_or_else(|| panic!("no {reason} Event of {}: {out}", pod.uid))
+    };
+    assert_eq!(
+        of("DrainReleased")["metadata"]["annotations"]["graceful.dev/workload"],
+        "pod"
+    );
+    let report = &of("InboundDrained")["metadata"]["annotations"];
+    assert_eq!(
+        (
+            &report["graceful.dev/workload"],
+            &report["graceful.dev/inbound-open"],
+            &report["graceful.dev/opted-in"]
+        ),
+        (&"pod".into(), &"0".into(), &"true".into()),
+        "{report}"
+    );
+    assert!(
+        events.iter().all(|e| e["reportingComponent"] == "graceful"),
+        "{out}"
+    );
+    let (code, table, _) = kubectl_graceful(cluster, Some(&team.kubeconfig), &["history", "-n", &ns.name]);
+    assert_eq!(code, 0);
+    assert!(
+        table
+            .lines()
+            .any(|l| l.contains("InboundDrained") && l.contains(" held ")),
+        "{table}"
+    );
+    eprintln!("{table}");
+    // Its one pod drained: no workload of the namespace at risk.
+    let (code, out, err) = kubectl_graceful(
+        cluster,
+        Some(&team.kubeconfig),
+        &["at-risk", "--events", "-n", &ns.name, "-o", "json"],
+    );
+    assert_eq!((code, out.trim()), (0, "[]"), "{err}");
+    // The same namespace, asked of the agents with an administrator's rights.
+    let t0 = std::time::Instant::now();
+    let (code, _, err) = kubectl_graceful(cluster, None, &["drains", "-o", "json"]);
+    assert_eq!(code, 0, "{err}");
+    eprintln!(
+        "history from Events (one LIST, view): {history_ms:.0} ms; drains from the agents (a port-forward a node): {:.0} ms",
+        t0.elapsed().as_secs_f64() * 1000.0
     );
 }

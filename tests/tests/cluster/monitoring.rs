@@ -131,7 +131,11 @@ fn prometheus_scrapes_the_agent_the_dashboard_has_series_and_a_stopped_agent_ale
     let (cluster, _serial) = crate::node();
     let ns = Namespace::create(&cluster, "monitoring");
     ns.apply(&crate::app_pod("server", None, 5));
+    // A pod that opted in (graceful-wait's hook), deleted below: its report
+    // is the per-workload series.
+    ns.apply(&crate::app_pod("leaver", Some(&["--max", "3s"]), 5));
     let server = Pod::wait_ready(&ns, "app=server", 1, 60).remove(0);
+    Pod::wait_ready(&ns, "app=leaver", 1, 60);
     let _clients = Clients::open(&cluster, format!("{}:8080", server.ip).parse().unwrap(), 4);
     let kernel = oracle::view(Some(&server.netns()), &server.container_cgroup("app"));
     assert_eq!(kernel.inbound_live, 4);
@@ -145,6 +149,9 @@ fn prometheus_scrapes_the_agent_the_dashboard_has_series_and_a_stopped_agent_ale
     // The per-pod series on, as a platform team that scrapes them turns
     // them on (`agent.metricsPods`, with its NetworkPolicy).
     let _restore = MetricsPods::on(&cluster);
+    // The agent started with them (the previous one is gone) reports a
+    // termination.
+    ns.kubectl(&["delete", "pod", "leaver", "--wait=false"]);
 
     // The agent pod's own scrape, as curl would read it: promtool finds nothing.
     let agent = cluster.agent_pod(60);
@@ -196,6 +203,17 @@ fn prometheus_scrapes_the_agent_the_dashboard_has_series_and_a_stopped_agent_ale
         agent.as_str(),
         "the agent's own series name the agent's pod"
     );
+
+    // The termination, by its namespace and workload (a pod without a
+    // controller is `pod`).
+    let series = format!(
+        "graceful_workload_terminations_total{{namespace=\"{}\",workload=\"pod\",outcome=\"drained\"}}",
+        ns.name
+    );
+    let v = graceful_tests::wait_for(30, "the workload's series", || {
+        prom.query(&series).into_iter().next()
+    });
+    assert_eq!(v["value"][1], "1", "{v}");
 
     // Every dashboard query has series (rates need two scrapes: wait).
     for q in dashboard_queries() {

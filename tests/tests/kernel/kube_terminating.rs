@@ -11,13 +11,13 @@ use graceful_tests::{
     k8s::{
         fake_api::{FakeApi, Reply},
         fixture, lines,
-        terminating::{field, num, scene, Scene},
+        terminating::{field, num, scene, Reach, Scene},
         with_api, NODE,
     },
     EVENT_SLACK_MS,
 };
 
-use crate::require_root;
+use crate::{metric, require_root};
 
 /// The Event the agent POSTed for the pod, checked for what every such Event carries.
 fn event(s: &Scene) -> k8s_openapi::api::core::v1::Event {
@@ -56,7 +56,7 @@ fn event(s: &Scene) -> k8s_openapi::api::core::v1::Event {
 #[test]
 fn terminating_pod_is_reported_on_its_last_inbound_close() {
     require_root!();
-    let mut s = scene(3);
+    let mut s = scene(3, Reach::OptedIn);
     s.delete(3);
     // `graceful pods` (asking the agent) shows it Terminating, named, with
     // the time since its deletion.
@@ -112,13 +112,23 @@ fn terminating_pod_is_reported_on_its_last_inbound_close() {
         msg.contains("drained") && msg.contains("3 open at deletion") && msg.contains("s after deletion"),
         "{msg}"
     );
+    let d: serde_json::Value =
+        serde_json::from_slice(&graceful(&s.agent.pin_dir, &["drains", "-o", "json"]).stdout).unwrap();
+    let t = &d["terminated"][0];
+    assert_eq!(
+        (&t["opted_in"], &t["workload"]),
+        (&true.into(), &"deployment/checkout".into()),
+        "{d}"
+    );
     eprintln!("terminating report {after_ms:.1} ms after the last close: {msg}");
 }
 
 #[test]
 fn terminating_pod_whose_container_exits_first_is_reported_as_exited() {
     require_root!();
-    let mut s = scene(2);
+    // A pod that never opted in, in a namespace the report scope names:
+    // reported as any other, and ranked by `graceful at-risk`.
+    let mut s = scene(2, Reach::Widened);
     s.delete(2);
     std::thread::sleep(Duration::from_millis(100));
     // SIGKILL with both connections open: the kernel closes them.
@@ -130,11 +140,74 @@ fn terminating_pod_whose_container_exits_first_is_reported_as_exited() {
     let ev = event(&s);
     assert_eq!(ev.reason.as_deref(), Some("ExitedBeforeDrain"));
     assert_eq!(ev.type_.as_deref(), Some("Warning"));
+    // What `kubectl graceful history` and `at-risk --events` read.
+    let notes: Vec<(&str, &str)> = ev
+        .metadata
+        .annotations
+        .iter()
+        .flatten()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    assert_eq!(
+        notes,
+        [
+            ("graceful.dev/inbound-open", "2"),
+            ("graceful.dev/opted-in", "false"),
+            ("graceful.dev/workload", "deployment/checkout")
+        ]
+    );
     let msg = ev.message.unwrap();
     assert!(
         msg.contains("exited") && msg.contains("2 inbound connection(s) still open"),
         "{msg}"
     );
+    let out = graceful(&s.agent.pin_dir, &["at-risk", "-o", "json"]);
+    let ranked: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        ranked,
+        serde_json::json!([{
+            "namespace": "shop", "workload": "deployment/checkout", "terminations": 1,
+            "before_drain": 1, "connections_cut": 2, "opted_in": 0,
+            "last_pod": "checkout-84b7c9d5f6-n7x4r"
+        }]),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        metric(
+            &s.agent,
+            "graceful_workload_terminations_total{namespace=\"shop\",workload=\"deployment/checkout\",outcome=\"exited\"}"
+        ),
+        1
+    );
+}
+
+#[test]
+fn a_pod_that_never_opted_in_gets_no_report_no_event_and_no_alert() {
+    require_root!();
+    let mut s = scene(2, Reach::Neither);
+    s.push_deletion();
+    // The agent's decision, counted at the deletion.
+    graceful_tests::wait_for(10, "the unreported count", || {
+        (metric(&s.agent, "graceful_unreported_terminations_total") == 1).then_some(())
+    });
+    // Its connections cut by the container's exit, as the widened scene's
+    // are: no report, no Event, nothing for the alert's series.
+    s.app.take().unwrap().kill();
+    std::thread::sleep(Duration::from_millis(300));
+    let log = s.agent.log_text();
+    assert!(
+        !log.contains("pod terminating: watching") && !log.contains("report="),
+        "{log}"
+    );
+    assert!(s.api.events().is_empty(), "{:?}", s.api.events());
+    assert_eq!(
+        metric(&s.agent, "graceful_terminations_total{outcome=\"exited\"}"),
+        0
+    );
+    let d: serde_json::Value =
+        serde_json::from_slice(&graceful(&s.agent.pin_dir, &["drains", "-o", "json"]).stdout).unwrap();
+    assert_eq!(d["terminated"], serde_json::json!([]), "{d}");
 }
 
 #[test]

@@ -72,6 +72,8 @@ fn drains() -> Drains {
             report_ns: 5,
             last_inbound_close_ns: 4,
             cgroups: vec![1],
+            workload: Some("deployment/web".into()),
+            opted_in: Some(true),
         }],
     }
 }

@@ -44,15 +44,45 @@ pub struct KubeArgs {
     pub pod_namespace: Option<String>,
     #[arg(long, env = "POD_UID", value_name = "UID")]
     pub pod_uid: Option<String>,
+    /// Namespaces whose every terminating pod is reported (an Event, the
+    /// metrics, their alert), whether or not it opted in; `*`: every
+    /// namespace. Without it, or a selector, only pods that carry
+    /// something of graceful's (a gate, a `graceful.dev/` annotation or
+    /// label) are reported.
+    #[arg(
+        long,
+        env = "GRACEFUL_REPORT_NAMESPACES",
+        value_name = "NS,...",
+        value_delimiter = ','
+    )]
+    pub report_namespaces: Vec<String>,
+    /// Pods whose labels this selector matches (`app=web,tier in
+    /// (front,edge)`, as `kubectl -l` takes it) are reported too.
+    #[arg(long, env = "GRACEFUL_REPORT_SELECTOR", value_name = "SELECTOR", value_parser = super::report_scope::parse_selector)]
+    pub report_selector: Option<super::report_scope::PodSelector>,
 }
 
 impl KubeArgs {
+    /// The terminating pods reported besides those that opted in.
+    pub fn report_scope(&self) -> super::report_scope::ReportScope {
+        super::report_scope::ReportScope {
+            namespaces: self
+                .report_namespaces
+                .iter()
+                .map(|n| n.trim().to_string())
+                .filter(|n| !n.is_empty())
+                .collect(),
+            selector: self.report_selector.clone(),
+        }
+    }
+
     /// This agent's own pod, when all of it is known.
     pub fn own_pod(&self) -> Option<super::events::PodRef> {
         Some(super::events::PodRef {
             name: self.pod_name.clone().filter(|s| !s.is_empty())?,
             namespace: self.pod_namespace.clone().filter(|s| !s.is_empty())?,
             uid: self.pod_uid.clone().filter(|s| !s.is_empty())?,
+            workload: None,
         })
     }
 }

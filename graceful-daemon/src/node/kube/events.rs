@@ -15,6 +15,7 @@
 //! loop.
 
 use std::{
+    collections::BTreeMap,
     sync::{
         atomic::{AtomicU64, Ordering},
         Arc, Mutex,
@@ -22,6 +23,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use graceful_api::termination::EVENT_WORKLOAD;
 use k8s_openapi::{
     api::core::v1::{Event, EventSource, ObjectReference},
     apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time},
@@ -44,7 +46,15 @@ pub struct PodRef {
     pub namespace: String,
     pub name: String,
     pub uid: String,
+    /// Its controller, `kind/name`, when known: the Event carries it
+    /// ([`graceful_api::termination::EVENT_WORKLOAD`]), so that a team
+    /// reading its namespace's Events sees its workloads.
+    pub workload: Option<String>,
 }
+
+/// Figures an Event carries as annotations, for the clients that read
+/// Events rather than the agents ([`graceful_api::termination`]'s keys).
+pub type Notes = Vec<(&'static str, String)>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum EventError {
@@ -111,6 +121,18 @@ impl EventPoster {
     /// ([`correlate`]); a stopping agent waits for it
     /// ([`EventPoster::flush`]), so a drain it released still gets its Event.
     pub fn post_later(&self, pod: PodRef, reason: &'static str, message: String, warning: bool) {
+        self.post_later_with(pod, reason, message, warning, Notes::new());
+    }
+
+    /// [`EventPoster::post_later`], the Event annotated with `notes`.
+    pub fn post_later_with(
+        &self,
+        pod: PodRef,
+        reason: &'static str,
+        message: String,
+        warning: bool,
+        notes: Notes,
+    ) {
         let message = one_line(&message);
         let decision = crate::sync::lock(&self.correlator).decide(&pod.uid, reason, &message, Instant::now());
         let message = match decision {
@@ -131,7 +153,7 @@ impl EventPoster {
         let guard = Pending(self.pending.clone());
         let me = self.clone();
         tokio::spawn(async move {
-            if let Ok(name) = me.post_event(&pod, reason, &message, warning).await {
+            if let Ok(name) = me.post_event_with(&pod, reason, &message, warning, &notes).await {
                 crate::sync::lock(&me.correlator).created(&pod.uid, reason, &message, name);
             }
             drop(guard);
@@ -218,9 +240,21 @@ impl EventPoster {
         message: &str,
         warning: bool,
     ) -> Result<String, EventError> {
+        self.post_event_with(pod, reason, message, warning, &[]).await
+    }
+
+    /// [`EventPoster::post_event`], the Event annotated with `notes`.
+    pub async fn post_event_with(
+        &self,
+        pod: &PodRef,
+        reason: &str,
+        message: &str,
+        warning: bool,
+        notes: &[(&'static str, String)],
+    ) -> Result<String, EventError> {
         let post = async {
             let client = self.client.borrow().clone().ok_or(EventError::NotConnected)?;
-            let ev = build_event(pod, reason, message, warning, &self.node, Timestamp::now());
+            let ev = build_event(pod, reason, message, warning, &self.node, Timestamp::now(), notes);
             let name = ev.metadata.name.clone().unwrap_or_default();
             let api: Api<Event> = Api::namespaced(client, &pod.namespace);
             match tokio::time::timeout(self.timeout, api.create(&PostParams::default(), &ev)).await {
@@ -242,7 +276,8 @@ impl EventPoster {
     }
 }
 
-/// The Event object, as client-go's recorder would make it.
+/// The Event object, as client-go's recorder would make it, annotated
+/// with the pod's workload and `notes`.
 pub fn build_event(
     pod: &PodRef,
     reason: &str,
@@ -250,11 +285,18 @@ pub fn build_event(
     warning: bool,
     node: &str,
     now: Timestamp,
+    notes: &[(&'static str, String)],
 ) -> Event {
+    let workload = pod.workload.iter().map(|w| (EVENT_WORKLOAD, w.clone()));
+    let annotations: BTreeMap<String, String> = workload
+        .chain(notes.iter().cloned())
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
     Event {
         metadata: ObjectMeta {
             name: Some(event_name(&pod.name, now)),
             namespace: Some(pod.namespace.clone()),
+            annotations: (!annotations.is_empty()).then_some(annotations),
             ..Default::default()
         },
         involved_object: ObjectReference {

@@ -7,7 +7,7 @@
 //! of the `istio-proxy` container, which pilot-agent follows.
 
 use k8s_openapi::{
-    api::core::v1::{Container, HTTPGetAction, PodSpec},
+    api::core::v1::{Container, HTTPGetAction, LifecycleHandler, PodSpec},
     apimachinery::pkg::util::intstr::IntOrString,
 };
 
@@ -25,20 +25,19 @@ const ISTIO_PROBERS: &str = "ISTIO_KUBE_APP_PROBERS";
 /// The rewritten hooks' paths start so (the probes', `/app-health/`).
 const ISTIO_LIFECYCLE: &str = "/app-lifecycle/";
 
+/// Every container's preStop handler (init containers first, as the spec
+/// lists them).
+pub fn pre_stops(spec: &PodSpec) -> impl Iterator<Item = (&Container, &LifecycleHandler)> {
+    let all = spec.init_containers.iter().flatten().chain(&spec.containers);
+    all.filter_map(|c| Some((c, c.lifecycle.as_ref()?.pre_stop.as_ref()?)))
+}
+
 /// Every `preStop: httpGet` hook of `spec`, its named ports resolved.
 pub fn of(spec: &PodSpec) -> Vec<SpecHook> {
     let all = || spec.init_containers.iter().flatten().chain(&spec.containers);
-    let mut out = Vec::new();
-    for c in all() {
-        let get = c
-            .lifecycle
-            .as_ref()
-            .and_then(|l| l.pre_stop.as_ref())
-            .and_then(|h| h.http_get.as_ref());
-        if let Some(hook) = get.and_then(|g| declared(c, g)) {
-            out.push(hook);
-        }
-    }
+    let mut out: Vec<SpecHook> = pre_stops(spec)
+        .filter_map(|(c, h)| declared(c, h.http_get.as_ref()?))
+        .collect();
     for c in all().filter(|c| c.name == "istio-proxy") {
         out.extend(istio_rewritten(spec, c));
     }

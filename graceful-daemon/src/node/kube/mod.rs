@@ -8,6 +8,9 @@
 //!   [`PodIndex::set_meta`](crate::node::resolver::index::PodIndex::set_meta) and a
 //!   richer [`PodStore`];
 //! - [`events`]: posting core/v1 Events on pods;
+//! - [`adoption`]: whether a pod opted in, and the workload it belongs to;
+//! - [`report_scope`]: which terminating pods are reported (those that
+//!   opted in, and those `--report-namespaces`/`--report-selector` name);
 //! - [`hooks`]: the `preStop: httpGet` hooks a pod's spec declares;
 //! - [`error`]: an API error and its causes on one line, for both;
 //!
@@ -37,12 +40,14 @@ use tokio::task::JoinHandle;
 
 use crate::node::resolver::index::PodIndex;
 
+pub mod adoption;
 pub mod config;
 pub mod error;
 pub mod events;
 pub mod hooks;
 pub mod mesh;
 pub mod pod;
+pub mod report_scope;
 pub mod watch;
 
 pub use config::{KubeArgs, Source};

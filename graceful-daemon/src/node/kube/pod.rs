@@ -66,6 +66,10 @@ pub struct PodInfo {
     /// The `preStop: httpGet` hooks the spec declares (Istio's rewritten
     /// ones as pilot-agent sends them).
     pub http_hooks: Vec<super::hooks::SpecHook>,
+    /// The pod carries anything of graceful's ([`super::adoption`]).
+    pub opted_in: bool,
+    /// Its controller, `kind/name` ([`super::adoption::workload`]).
+    pub workload: String,
 }
 
 /// Splits `containerd://<id>` into (`containerd`, `<id>`). An id without a
@@ -131,6 +135,8 @@ impl PodInfo {
             host_network: spec.and_then(|s| s.host_network).unwrap_or(false),
             container_ports: spec.map(declared_ports).unwrap_or_default(),
             http_hooks: spec.map(super::hooks::of).unwrap_or_default(),
+            opted_in: super::adoption::opted_in(md, spec),
+            workload: super::adoption::workload(md),
         })
     }
 
@@ -189,6 +195,7 @@ impl PodInfo {
             namespace: self.namespace.clone(),
             name: self.name.clone(),
             uid: self.uid.clone(),
+            workload: Some(self.workload.clone()),
         }
     }
 }

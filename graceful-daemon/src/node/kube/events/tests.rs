@@ -6,9 +6,11 @@ fn an_event_is_well_formed() {
         namespace: "shop".into(),
         name: "web-6d4cf56db6-7xq2b".into(),
         uid: "0b6a1c52-3f0e-4b8e-9a47-6f1d2c9e8a10".into(),
+        workload: Some("deployment/web".into()),
     };
     let now: Timestamp = "2026-11-29T20:01:02.345678Z".parse().unwrap();
-    let ev = build_event(&pod, "InboundDrained", "a\nb\tc ", false, "node-a", now);
+    let notes = vec![("graceful.dev/inbound-open", "3".to_string())];
+    let ev = build_event(&pod, "InboundDrained", "a\nb\tc ", false, "node-a", now, &notes);
     let v = serde_json::to_value(&ev).unwrap();
     assert_eq!(v["apiVersion"], "v1");
     assert_eq!(v["kind"], "Event");
@@ -22,6 +24,16 @@ fn an_event_is_well_formed() {
     assert_eq!(v["firstTimestamp"], "2026-11-29T20:01:02Z");
     let name = v["metadata"]["name"].as_str().unwrap();
     assert!(name.starts_with("web-6d4cf56db6-7xq2b."), "{name}");
+    assert_eq!(
+        v["metadata"]["annotations"],
+        serde_json::json!({"graceful.dev/workload": "deployment/web", "graceful.dev/inbound-open": "3"})
+    );
+    let bare = PodRef {
+        workload: None,
+        ..pod
+    };
+    let v = serde_json::to_value(build_event(&bare, "X", "m", false, "n", now, &[])).unwrap();
+    assert!(v["metadata"]["annotations"].is_null(), "{v}");
 }
 
 #[test]

@@ -4,13 +4,13 @@
 //! closes.
 
 use super::stats::summary;
-use graceful_tests::k8s::terminating::{field, num, scene};
+use graceful_tests::k8s::terminating::{field, num, scene, Reach};
 
 /// `n` pods, one after the other.
 pub fn run(n: usize) {
     let mut ms = Vec::with_capacity(n);
     for _ in 0..n {
-        let mut s = scene(1);
+        let mut s = scene(1, Reach::OptedIn);
         s.delete(1);
         s.app.as_mut().unwrap().cmd("close-in 1 fin");
         let line = s.report();

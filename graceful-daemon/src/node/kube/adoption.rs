@@ -1,0 +1,59 @@
+//! Whether a pod opted in to graceful, and the workload it belongs to.
+//!
+//! A pod has **opted in** when it carries anything of graceful's: a
+//! `graceful.dev/` annotation or label (a gate, a drain setting, what
+//! injection by label wrote) or a preStop exec hook that runs
+//! `graceful-wait`. Only those pods get the terminating report, unless the
+//! report scope widens it ([`super::report_scope`]).
+//!
+//! The workload is the pod's controller as `kind/name`, lower-case as
+//! kubectl prints it, with a ReplicaSet named for its Deployment (its name
+//! less the pod's `pod-template-hash`); a pod without a controller is
+//! `pod` (one value for all of them: the label's values stay bounded).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::{api::core::v1::PodSpec, apimachinery::pkg::apis::meta::v1::ObjectMeta};
+
+/// The prefix of graceful's annotations and labels.
+const PREFIX: &str = "graceful.dev/";
+/// What the exec gate runs (from the gate directory or an image volume).
+const WAIT: &str = "graceful-wait";
+/// The workload of a pod without a controller.
+pub const NO_CONTROLLER: &str = "pod";
+
+/// Whether the pod carries anything of graceful's.
+pub fn opted_in(meta: &ObjectMeta, spec: Option<&PodSpec>) -> bool {
+    let ours = |m: &Option<BTreeMap<String, String>>| m.iter().flatten().any(|(k, _)| k.starts_with(PREFIX));
+    ours(&meta.annotations) || ours(&meta.labels) || spec.is_some_and(runs_graceful_wait)
+}
+
+/// A container's preStop exec runs `graceful-wait`, by its first word's
+/// file name (`/graceful/graceful-wait`, `graceful-wait`).
+fn runs_graceful_wait(spec: &PodSpec) -> bool {
+    super::hooks::pre_stops(spec)
+        .filter_map(|(_, h)| h.exec.as_ref()?.command.as_ref()?.first())
+        .any(|first| first.rsplit('/').next() == Some(WAIT))
+}
+
+/// The pod's controller, `kind/name`; [`NO_CONTROLLER`] without one.
+pub fn workload(meta: &ObjectMeta) -> String {
+    let owner = meta
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true));
+    let Some(o) = owner else {
+        return NO_CONTROLLER.into();
+    };
+    let hash = meta.labels.as_ref().and_then(|l| l.get("pod-template-hash"));
+    if o.kind == "ReplicaSet" {
+        if let Some(deploy) = hash.and_then(|h| o.name.strip_suffix(&format!("-{h}"))) {
+            return format!("deployment/{deploy}");
+        }
+    }
+    format!("{}/{}", o.kind.to_lowercase(), o.name)
+}
+
+#[cfg(test)]
+mod tests;

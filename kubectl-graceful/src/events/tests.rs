@@ -1,0 +1,117 @@
+use super::*;
+
+/// An Event as an agent posts it (`build_event`'s shape), with notes.
+fn event(reason: &str, pod: &str, notes: serde_json::Value, at: &str, count: i32) -> Event {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": format!("{pod}.1"), "namespace": "shop", "annotations": notes},
+        "involvedObject": {"kind": "Pod", "namespace": "shop", "name": pod, "uid": "u"},
+        "reason": reason,
+        "message": format!("{reason} of {pod}"),
+        "type": if reason == "InboundDrained" || reason == "DrainReleased" { "Normal" } else { "Warning" },
+        "reportingComponent": "graceful",
+        "lastTimestamp": at,
+        "count": count
+    }))
+    .unwrap()
+}
+
+#[test]
+fn the_terminating_reports_events_rank_as_the_agents_reports_do() {
+    let w = |w: &str, open: &str, opted: &str| serde_json::json!({"graceful.dev/workload": w, "graceful.dev/inbound-open": open, "graceful.dev/opted-in": opted});
+    let list = [
+        event(
+            "ExitedBeforeDrain",
+            "web-1",
+            w("deployment/web", "4", "false"),
+            "2026-12-07T10:00:00Z",
+            1,
+        ),
+        event(
+            "InboundDrained",
+            "web-2",
+            w("deployment/web", "0", "false"),
+            "2026-12-07T10:00:01Z",
+            1,
+        ),
+        event(
+            "DrainReleased",
+            "api-1",
+            serde_json::json!({"graceful.dev/workload": "deployment/api"}),
+            "2026-12-07T10:00:02Z",
+            1,
+        ),
+        event(
+            "DeletedBeforeDrain",
+            "db-0",
+            w("statefulset/db", "1", "true"),
+            "2026-12-07T10:00:03Z",
+            1,
+        ),
+        // An older agent's Event: no notes.
+        event(
+            "ExitedBeforeDrain",
+            "old-1",
+            serde_json::Value::Null,
+            "2026-12-07T10:00:04Z",
+            1,
+        ),
+    ];
+    let seen = terminations(&list);
+    assert_eq!(seen.len(), 4, "DrainReleased is no terminating report: {seen:?}");
+    let ranked = graceful_api::views::at_risk::rank(seen);
+    let rows: Vec<(&str, u64, u64, u64)> = ranked
+        .iter()
+        .map(|w| (w.workload.as_str(), w.before_drain, w.connections_cut, w.opted_in))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("deployment/web", 1, 4, 0),
+            ("statefulset/db", 1, 1, 1),
+            ("-", 1, 0, 0)
+        ]
+    );
+}
+
+#[test]
+fn the_history_is_one_row_an_event_with_its_age_and_repeats() {
+    let now: Timestamp = "2026-12-07T10:05:00Z".parse().unwrap();
+    let list = [
+        event(
+            "DrainReleased",
+            "web-1",
+            serde_json::json!({"graceful.dev/workload": "deployment/web"}),
+            "2026-12-07T10:00:00Z",
+            1,
+        ),
+        event(
+            "DrainRefused",
+            "web-2",
+            serde_json::Value::Null,
+            "2026-12-07T10:04:30Z",
+            3,
+        ),
+    ];
+    let t = render(&list, now);
+    let lines: Vec<&str> = t.lines().collect();
+    assert_eq!(lines.len(), 3, "{t}");
+    assert!(
+        lines[0].starts_with("LAST SEEN   TYPE      REASON          POD     WORKLOAD         MESSAGE"),
+        "{t}"
+    );
+    assert!(
+        lines[1].starts_with(
+            "5m          Normal    DrainReleased   web-1   deployment/web   DrainReleased of web-1"
+        ),
+        "{t}"
+    );
+    assert!(
+        lines[2].ends_with("-                DrainRefused of web-2 (x3)"),
+        "{t}"
+    );
+    assert!(render(&[], now).starts_with("No Event"));
+    assert_eq!(
+        (age(59), age(61), age(7200), age(200_000)),
+        ("59s".into(), "1m".into(), "2h".into(), "2d".into())
+    );
+}
