@@ -17,6 +17,14 @@ use serde::{Deserialize, Serialize};
 pub const EVENT_WORKLOAD: &str = "graceful.dev/workload";
 pub const EVENT_INBOUND_OPEN: &str = "graceful.dev/inbound-open";
 pub const EVENT_OPTED_IN: &str = "graceful.dev/opted-in";
+/// On a released drain's Event (`DrainReleased`, `DrainDeadline`): how
+/// long it held the SIGTERM, why it released (`drained`, `quiet`,
+/// `deadline`, `containers-exited`), its deadline, and the pod's grace
+/// period, for `kubectl graceful recommend`.
+pub const EVENT_WAITED_MS: &str = "graceful.dev/waited-ms";
+pub const EVENT_RELEASE_REASON: &str = "graceful.dev/release-reason";
+pub const EVENT_MAX_MS: &str = "graceful.dev/max-ms";
+pub const EVENT_GRACE_PERIOD_S: &str = "graceful.dev/grace-period-s";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

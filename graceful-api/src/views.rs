@@ -8,5 +8,6 @@ pub mod cgroups;
 pub mod doctor;
 pub mod drains;
 pub mod pods;
+pub mod recommend;
 pub mod status;
 pub mod table;

@@ -71,6 +71,22 @@ pub enum Command {
         #[arg(short = 'A', long, requires = "events", conflicts_with = "namespace")]
         all_namespaces: bool,
     },
+    /// Each workload's drains (p50, p99, longest, how many hit their
+    /// deadline) and the `max` and grace period they call for, from the
+    /// released drains' Events in the namespace, with the caller's own
+    /// RBAC.
+    Recommend {
+        /// The namespace (default: the kubeconfig's).
+        #[arg(short, long)]
+        namespace: Option<String>,
+        /// Every namespace.
+        #[arg(short = 'A', long, conflicts_with = "namespace")]
+        all_namespaces: bool,
+        /// The app's shutdown time after SIGTERM, added to `max` for the
+        /// grace period (the agent's --shutdown-budget).
+        #[arg(long, default_value = "5s", value_parser = graceful_api::duration::parse)]
+        budget: std::time::Duration,
+    },
     /// A namespace's drains and terminating reports, from the Events the
     /// agents posted on its pods (oldest first), with the caller's own
     /// RBAC: what an app team reads without rights in the agents'
@@ -109,7 +125,9 @@ impl Command {
         match self {
             Command::Pods { .. } => Some("/v1/pods"),
             Command::Drains | Command::AtRisk { events: false, .. } => Some("/v1/drains"),
-            Command::AtRisk { events: true, .. } | Command::History { .. } => None,
+            Command::AtRisk { events: true, .. } | Command::History { .. } | Command::Recommend { .. } => {
+                None
+            }
             Command::Cgroups { .. } => Some("/v1/cgroups"),
             Command::Doctor => Some("/v1/doctor"),
             Command::Preflight(_) => None,

@@ -9,11 +9,17 @@
 //! - `kubectl graceful history -n shop`: the namespace's drains and
 //!   terminations, oldest first;
 //! - `kubectl graceful at-risk --events -n shop`: its workloads ranked from
-//!   the terminating reports' Events.
+//!   the terminating reports' Events;
+//! - `kubectl graceful recommend -n shop`: each workload's drains, from the
+//!   released drains' Events, and the `max` and grace period they call for.
 
 use graceful_api::{
-    termination::{Outcome, EVENT_INBOUND_OPEN, EVENT_OPTED_IN, EVENT_WORKLOAD},
-    views::{at_risk::Seen, table::table},
+    termination::{
+        Outcome, EVENT_GRACE_PERIOD_S, EVENT_INBOUND_OPEN, EVENT_MAX_MS, EVENT_OPTED_IN,
+        EVENT_RELEASE_REASON, EVENT_WAITED_MS, EVENT_WORKLOAD,
+    },
+    views::{at_risk::Seen, recommend::Drain, table::table},
+    Reason,
 };
 use k8s_openapi::{api::core::v1::Event, jiff::Timestamp};
 use kube::{api::ListParams, Api, Client};
@@ -75,6 +81,25 @@ pub fn terminations(events: &[Event]) -> Vec<Seen> {
                     .and_then(|n| n.parse().ok())
                     .unwrap_or(0),
                 opted_in: note(e, EVENT_OPTED_IN).and_then(|b| b.parse().ok()),
+            })
+        })
+        .collect()
+}
+
+/// The released drains among `events` (an older agent's, without their
+/// figures, are left out), as `recommend` reads them.
+pub fn drains(events: &[Event]) -> Vec<Drain> {
+    events
+        .iter()
+        .filter(|e| matches!(e.reason.as_deref(), Some("DrainReleased" | "DrainDeadline")))
+        .filter_map(|e| {
+            Some(Drain {
+                namespace: e.involved_object.namespace.clone()?,
+                workload: note(e, EVENT_WORKLOAD).unwrap_or("-").to_string(),
+                waited_ms: note(e, EVENT_WAITED_MS)?.parse().ok()?,
+                at_deadline: note(e, EVENT_RELEASE_REASON) == Some(Reason::Deadline.as_str()),
+                max_ms: note(e, EVENT_MAX_MS).and_then(|m| m.parse().ok()),
+                grace_period_s: note(e, EVENT_GRACE_PERIOD_S).and_then(|g| g.parse().ok()),
             })
         })
         .collect()

@@ -10,6 +10,7 @@ use graceful_api::views::{
     doctor::{verdict, Finding},
     drains,
     pods::{self, sort_pods, PodView},
+    recommend,
     table::table,
 };
 use k8s_openapi::api::core::v1::Pod;
@@ -95,12 +96,20 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::History {
             namespace,
             all_namespaces,
-        } => return from_events(&cli, namespace.as_deref(), *all_namespaces, false).await,
+        } => return from_events(&cli, namespace.as_deref(), *all_namespaces, View::History).await,
         Command::AtRisk {
             namespace,
             events: true,
             all_namespaces,
-        } => return from_events(&cli, namespace.as_deref(), *all_namespaces, true).await,
+        } => return from_events(&cli, namespace.as_deref(), *all_namespaces, View::AtRisk).await,
+        Command::Recommend {
+            namespace,
+            all_namespaces,
+            budget,
+        } => {
+            let view = View::Recommend(budget.as_millis() as u64);
+            return from_events(&cli, namespace.as_deref(), *all_namespaces, view).await;
+        }
         _ => {}
     }
     let answers = ask(&cli).await?;
@@ -157,7 +166,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
                 println!("{}", cgroups::render(&rows));
             }
         }
-        Command::Preflight(_) | Command::History { .. } => {}
+        Command::Preflight(_) | Command::History { .. } | Command::Recommend { .. } => {}
         Command::Doctor => {
             for (a, v) in &ok {
                 let findings: Vec<Finding> = serde_json::from_value((*v).clone())?;
@@ -201,9 +210,17 @@ fn at_risk_of_agents(cli: &Cli, ok: &[(&Agent, &Value)], namespace: Option<&str>
     code
 }
 
-/// `history` (`at_risk`: false) and `at-risk --events`, from the Events
-/// the agents posted.
-async fn from_events(cli: &Cli, namespace: Option<&str>, all: bool, at_risk: bool) -> anyhow::Result<i32> {
+/// What is read from the Events the agents posted.
+enum View {
+    History,
+    AtRisk,
+    /// With the app's shutdown budget, in ms.
+    Recommend(u64),
+}
+
+/// `history`, `at-risk --events` and `recommend`, from the Events the
+/// agents posted.
+async fn from_events(cli: &Cli, namespace: Option<&str>, all: bool, view: View) -> anyhow::Result<i32> {
     let at = if all {
         Where::All
     } else {
@@ -211,15 +228,25 @@ async fn from_events(cli: &Cli, namespace: Option<&str>, all: bool, at_risk: boo
     };
     let list = events::list(client(cli).await?, at).await?;
     let json = cli.output == Output::Json;
-    match (at_risk, json) {
-        (false, false) => print!("{}", events::render(&list, k8s_openapi::jiff::Timestamp::now())),
-        (false, true) => println!("{}", serde_json::to_string_pretty(&list)?),
-        (true, false) => print!("{}", at_risk::render(&at_risk::rank(events::terminations(&list)))),
-        (true, true) => println!(
-            "{}",
-            serde_json::to_string_pretty(&at_risk::rank(events::terminations(&list)))?
-        ),
-    }
+    let text = match view {
+        View::History if json => serde_json::to_string_pretty(&list)? + "\n",
+        View::History => events::render(&list, k8s_openapi::jiff::Timestamp::now()),
+        View::AtRisk => {
+            let ranked = at_risk::rank(events::terminations(&list));
+            match json {
+                true => serde_json::to_string_pretty(&ranked)? + "\n",
+                false => at_risk::render(&ranked),
+            }
+        }
+        View::Recommend(budget_ms) => {
+            let rows = recommend::recommend(events::drains(&list), budget_ms);
+            match json {
+                true => serde_json::to_string_pretty(&rows)? + "\n",
+                false => recommend::render(&rows),
+            }
+        }
+    };
+    print!("{text}");
     Ok(0)
 }
 

@@ -341,6 +341,7 @@ impl Drainer {
             pod_kube: self.pod_kube.clone(),
             metrics: self.metrics.clone(),
             container_name,
+            max_ms: acc.max_ms,
             active,
             span,
         };

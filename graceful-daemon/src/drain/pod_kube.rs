@@ -4,12 +4,15 @@
 
 use std::sync::Arc;
 
-use graceful_api::drain::DrainReport;
+use graceful_api::{
+    drain::DrainReport,
+    termination::{EVENT_GRACE_PERIOD_S, EVENT_MAX_MS, EVENT_RELEASE_REASON, EVENT_WAITED_MS},
+};
 
 use super::{policy::Reason, settings::PodFacts, stop_order};
 use crate::{
     duration,
-    node::kube::{pod::ContainerKind, EventPoster, PodRef, PodStore},
+    node::kube::{events::Notes, pod::ContainerKind, EventPoster, PodRef, PodStore},
 };
 
 #[derive(Clone)]
@@ -62,10 +65,14 @@ impl PodKube {
     }
 
     fn post(&self, uid: &str, reason: &'static str, message: String, warning: bool) {
+        self.post_with(uid, reason, message, warning, Notes::new());
+    }
+
+    fn post_with(&self, uid: &str, reason: &'static str, message: String, warning: bool, notes: Notes) {
         let Some(pod) = self.pod_ref(uid) else {
             return;
         };
-        self.events.post_later(pod, reason, message, warning);
+        self.events.post_later_with(pod, reason, message, warning, notes);
     }
 
     /// A Warning Event listing what was wrong with a drain's settings.
@@ -90,8 +97,10 @@ impl PodKube {
     }
 
     /// The Event of a released drain: Normal, or Warning when it hit its
-    /// deadline with connections still open.
-    pub fn released(&self, r: &DrainReport, container: Option<&str>) {
+    /// deadline (`max_ms`) with connections still open. Annotated with
+    /// what `kubectl graceful recommend` reads: the wait, the release
+    /// reason, the deadline and the pod's grace period.
+    pub fn released(&self, r: &DrainReport, container: Option<&str>, max_ms: u64) {
         let rep = &r.report;
         let who = container
             .map(|c| format!("container {c}"))
@@ -118,6 +127,16 @@ impl PodKube {
         } else {
             "DrainReleased"
         };
-        self.post(&r.pod, reason, message, deadline);
+        let mut notes: Notes = vec![
+            (EVENT_WAITED_MS, rep.waited_ms.to_string()),
+            (EVENT_RELEASE_REASON, rep.reason.as_str().to_string()),
+            (EVENT_MAX_MS, max_ms.to_string()),
+        ];
+        let grace = self.store.get(&r.pod).and_then(|p| {
+            p.deletion_grace_period_seconds
+                .or(p.termination_grace_period_seconds)
+        });
+        notes.extend(grace.map(|g| (EVENT_GRACE_PERIOD_S, g.to_string())));
+        self.post_with(&r.pod, reason, message, deadline, notes);
     }
 }

@@ -18,6 +18,8 @@ pub(super) struct Sinks {
     pub metrics: Arc<Recorder>,
     /// The container's name, once the API has told it (for the Event).
     pub container_name: Option<String>,
+    /// The drain's deadline, which its Event carries.
+    pub max_ms: u64,
     pub active: Active,
     /// The drain's span, for its log line.
     pub span: Span,
@@ -48,7 +50,7 @@ impl Released {
         let Some(s) = self.sinks.take() else { return };
         let report = &self.report;
         if let Some(api) = &s.pod_kube {
-            api.released(report, s.container_name.as_deref());
+            api.released(report, s.container_name.as_deref(), s.max_ms);
         }
         let r = &report.report;
         s.metrics.drain_released(r.reason, r.waited_ms);

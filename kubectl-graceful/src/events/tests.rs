@@ -115,3 +115,46 @@ fn the_history_is_one_row_an_event_with_its_age_and_repeats() {
         ("59s".into(), "1m".into(), "2h".into(), "2d".into())
     );
 }
+
+#[test]
+fn released_drains_events_are_what_recommend_reads() {
+    let drained = serde_json::json!({
+        "graceful.dev/workload": "deployment/web", "graceful.dev/waited-ms": "2400",
+        "graceful.dev/release-reason": "drained", "graceful.dev/max-ms": "25000", "graceful.dev/grace-period-s": "30"
+    });
+    let cut = serde_json::json!({
+        "graceful.dev/workload": "deployment/web", "graceful.dev/waited-ms": "25000",
+        "graceful.dev/release-reason": "deadline", "graceful.dev/max-ms": "25000"
+    });
+    let list = [
+        event("DrainReleased", "web-1", drained, "2026-12-07T10:00:00Z", 1),
+        event("DrainDeadline", "web-2", cut, "2026-12-07T10:00:01Z", 1),
+        // An older agent's: no figures, left out; not a drain: left out.
+        event(
+            "DrainReleased",
+            "web-3",
+            serde_json::Value::Null,
+            "2026-12-07T10:00:02Z",
+            1,
+        ),
+        event(
+            "InboundDrained",
+            "web-1",
+            serde_json::json!({"graceful.dev/waited-ms": "1"}),
+            "2026-12-07T10:00:03Z",
+            1,
+        ),
+    ];
+    let d = drains(&list);
+    assert_eq!(d.len(), 2, "{d:?}");
+    assert_eq!(
+        (d[0].waited_ms, d[0].at_deadline, d[0].max_ms, d[0].grace_period_s),
+        (2_400, false, Some(25_000), Some(30))
+    );
+    assert_eq!((d[1].at_deadline, d[1].grace_period_s), (true, None));
+    let r = &graceful_api::views::recommend::recommend(d, 5_000)[0];
+    assert_eq!(
+        (r.workload.as_str(), r.drains, r.at_deadline, r.max_s),
+        ("deployment/web", 2, 1, 50)
+    );
+}

@@ -331,6 +331,38 @@ fn an_app_team_reads_its_drains_with_view_alone(cluster: &Cluster, ns: &Namespac
         "{table}"
     );
     eprintln!("{table}");
+    // Its one drain, and what it calls for: the hook's max was 60 s, the
+    // pod's grace period 70 s.
+    let (code, out, err) = kubectl_graceful(
+        cluster,
+        Some(&team.kubeconfig),
+        &["recommend", "-n", &ns.name, "-o", "json"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let rows: Vec<Value> = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let r = &rows[0];
+    assert_eq!(rows.len(), 1, "{out}");
+    assert_eq!(
+        (
+            &r["workload"],
+            &r["drains"],
+            &r["at_deadline"],
+            &r["max_now_ms"],
+            &r["grace_period_now_s"]
+        ),
+        (&"pod".into(), &1.into(), &0.into(), &60_000.into(), &70.into()),
+        "{out}"
+    );
+    let (max_s, grace_s) = (
+        r["max_s"].as_u64().unwrap(),
+        r["grace_period_s"].as_u64().unwrap(),
+    );
+    assert!(
+        max_s >= 5 && max_s * 1000 >= 2 * r["p99_ms"].as_u64().unwrap() && grace_s == max_s + 5,
+        "{out}"
+    );
+    let (_, table, _) = kubectl_graceful(cluster, Some(&team.kubeconfig), &["recommend", "-n", &ns.name]);
+    eprintln!("{table}");
     // Its one pod drained: no workload of the namespace at risk.
     let (code, out, err) = kubectl_graceful(
         cluster,
