@@ -71,6 +71,10 @@ pub enum Command {
         #[arg(short = 'A', long, requires = "events", conflicts_with = "namespace")]
         all_namespaces: bool,
     },
+    /// Gives workloads graceful's gate as the injection policy would (for
+    /// clusters before 1.36, or to write it into the objects): server-side
+    /// apply, field manager kubectl-graceful.
+    Adopt(Adopt),
     /// Each workload's drains (p50, p99, longest, how many hit their
     /// deadline) and the `max` and grace period they call for, from the
     /// released drains' Events in the namespace, with the caller's own
@@ -125,14 +129,36 @@ impl Command {
         match self {
             Command::Pods { .. } => Some("/v1/pods"),
             Command::Drains | Command::AtRisk { events: false, .. } => Some("/v1/drains"),
-            Command::AtRisk { events: true, .. } | Command::History { .. } | Command::Recommend { .. } => {
-                None
-            }
             Command::Cgroups { .. } => Some("/v1/cgroups"),
             Command::Doctor => Some("/v1/doctor"),
-            Command::Preflight(_) => None,
+            Command::AtRisk { events: true, .. }
+            | Command::History { .. }
+            | Command::Recommend { .. }
+            | Command::Adopt(_)
+            | Command::Preflight(_) => None,
         }
     }
+}
+
+/// What the command line asks of `adopt`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Adopt {
+    /// The workloads: deploy/NAME, sts/NAME, ds/NAME.
+    pub workloads: Vec<String>,
+    /// Every Deployment, StatefulSet and DaemonSet of the namespace.
+    #[arg(long)]
+    pub all: bool,
+    /// The namespace (default: the kubeconfig's).
+    #[arg(short, long)]
+    pub namespace: Option<String>,
+    /// Ask the API server to apply it without storing it, and print the
+    /// pod template's diff.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Take the fields adopt sets from the manager that owns them (a
+    /// grace period the team's manifest sets, say).
+    #[arg(long)]
+    pub force_conflicts: bool,
 }
 
 /// What the command line asks of a preflight.

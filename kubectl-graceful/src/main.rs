@@ -15,10 +15,13 @@
 //! - [`events`]: what an app team reads with its own RBAC, in its own
 //!   namespace: the Events the agents posted on its pods (`history`,
 //!   `at-risk --events`), with no right in the agents' namespace;
+//! - [`adopt`]: the injection policy's change written into a workload,
+//!   for clusters before 1.36 (server-side apply);
 //! - [`preflight`]: before an install, what would stop the agent on each
 //!   node (pods like the agent's, made and deleted: it needs `create` on
 //!   pods in the namespace where the others need only port-forwards).
 
+mod adopt;
 mod agents;
 mod args;
 mod events;

@@ -93,6 +93,7 @@ async fn ask(cli: &Cli) -> anyhow::Result<Vec<(Agent, Result<Value, String>)>> {
 pub async fn run(cli: Cli) -> anyhow::Result<i32> {
     match &cli.command {
         Command::Preflight(args) => return crate::preflight::run(&cli, args, client(&cli).await?).await,
+        Command::Adopt(args) => return crate::adopt::run(&cli, args, client(&cli).await?).await,
         Command::History {
             namespace,
             all_namespaces,
@@ -166,7 +167,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
                 println!("{}", cgroups::render(&rows));
             }
         }
-        Command::Preflight(_) | Command::History { .. } | Command::Recommend { .. } => {}
+        Command::Preflight(_) | Command::History { .. } | Command::Recommend { .. } | Command::Adopt(_) => {}
         Command::Doctor => {
             for (a, v) in &ok {
                 let findings: Vec<Finding> = serde_json::from_value((*v).clone())?;

@@ -211,4 +211,89 @@ fn a_labelled_namespace_gets_the_gate_that_fits_and_the_hook_holds() {
     );
     assert!(pod["spec"]["containers"][0].get("lifecycle").is_none(), "{pod}");
     assert_eq!(pod["spec"]["terminationGracePeriodSeconds"], 10);
+
+    // `kubectl graceful adopt`, for clusters without the policy, makes
+    // the same change to a workload's template as the policy to a pod.
+    let restricted_port = app("web", port, secure);
+    let cases: [(&Namespace, &str); 4] = [
+        (&ns, &app("plain", "", "")),
+        (&ns, &mixed),
+        (&ns, &own),
+        (&restricted, &restricted_port),
+    ];
+    for (at, pod_yaml) in cases {
+        adopt_agrees(&cluster, at, pod_yaml);
+    }
+}
+
+/// What the gate is made of, in a pod or a template: graceful's
+/// annotations, each container's preStop and gate mount, the gate's
+/// volume, the grace period.
+fn gate_fields(t: &Value) -> Value {
+    let ours = |v: &Value| -> Value {
+        let m = v.as_object().into_iter().flatten();
+        Value::Object(
+            m.filter(|(k, _)| k.starts_with("graceful.dev/"))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        )
+    };
+    let graceful = |list: &Value| -> Vec<Value> {
+        list.as_array()
+            .into_iter()
+            .flatten()
+            .filter(|x| x["name"] == "graceful")
+            .cloned()
+            .collect()
+    };
+    let containers: Vec<Value> = t["spec"]["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| serde_json::json!({"name": c["name"], "preStop": c["lifecycle"]["preStop"], "mounts": graceful(&c["volumeMounts"])}))
+        .collect();
+    serde_json::json!({
+        "annotations": ours(&t["metadata"]["annotations"]),
+        "containers": containers,
+        "volumes": graceful(&t["spec"]["volumes"]),
+        "grace": t["spec"]["terminationGracePeriodSeconds"],
+    })
+}
+
+/// A Deployment (no replica) of `pod_yaml`'s template in `ns`, adopted
+/// with `--dry-run`: its template's gate is the pod's as the policy made it.
+fn adopt_agrees(cluster: &Cluster, ns: &Namespace, pod_yaml: &str) {
+    let policy = as_stored(cluster, ns, pod_yaml).unwrap();
+    let name = policy["metadata"]["name"].as_str().unwrap().to_string();
+    // The pod's metadata (less its name and namespace) and spec, as the template.
+    let template: String = pod_yaml
+        .lines()
+        .skip_while(|l| !l.starts_with("metadata:"))
+        .filter(|l| !l.starts_with("  name:") && !l.starts_with("  namespace:"))
+        .map(|l| format!("    {l}\n"))
+        .collect();
+    ns.apply(&format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: {name}, namespace: NAMESPACE}}\nspec:\n  replicas: 0\n  selector: {{matchLabels: {{app: {name}}}}}\n  template:\n{template}"
+    ));
+    let workload = format!("deploy/{name}");
+    let (code, out, err) = crate::kubectl_plugin::kubectl_graceful(
+        cluster,
+        None,
+        &["adopt", &workload, "-n", &ns.name, "--dry-run", "-o", "json"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let answer: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let adopted = &answer[0]["template"];
+    assert_eq!(
+        gate_fields(adopted),
+        gate_fields(&policy),
+        "{name}: adopt and the policy differ"
+    );
+    // A dry run: the stored template is as written.
+    let stored = ns.json(&["get", "deployment", &name]);
+    assert!(
+        gate_fields(&stored["spec"]["template"])["containers"][0]["preStop"].is_null(),
+        "{stored}"
+    );
+    eprintln!("adopt {name}: {}", answer[0]["result"]);
 }

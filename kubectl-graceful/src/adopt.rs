@@ -1,0 +1,297 @@
+//! `kubectl graceful adopt deploy/web` (or `--all`): the injection
+//! policy's change, made to a workload's pod template from here, for
+//! clusters before Kubernetes 1.36 (no MutatingAdmissionPolicy) or a team
+//! that wants the gate written into its objects. The same rules
+//! ([`rules`]), applied with server-side apply under a field manager of
+//! its own (`kubectl-graceful`), so that the fields it adds are its own
+//! and a later `kubectl apply` of the team's manifest shows the conflict
+//! rather than silently undoing them. `--dry-run` asks the API server to
+//! apply it without storing, and prints the template's diff.
+//!
+//! Needs `get` and `patch` on the workloads and `get` on the namespace
+//! (its Pod Security label chooses the gate; without it, the httpGet
+//! gate, which runs everywhere).
+
+pub mod rules;
+
+use k8s_openapi::api::{
+    apps::v1::{DaemonSet, Deployment, StatefulSet},
+    core::v1::Namespace,
+};
+use kube::{
+    api::{ListParams, Patch, PatchParams},
+    Api, Client,
+};
+use serde_json::{json, Value};
+
+use crate::args::{Adopt as Args, Cli, Output};
+
+/// The field manager of the fields adopt adds.
+pub const MANAGER: &str = "kubectl-graceful";
+
+/// A workload kind adopt knows: its names on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Deployment,
+    StatefulSet,
+    DaemonSet,
+}
+
+impl Kind {
+    fn parse(s: &str) -> Option<Kind> {
+        match s {
+            "deploy" | "deployment" | "deployments" => Some(Kind::Deployment),
+            "sts" | "statefulset" | "statefulsets" => Some(Kind::StatefulSet),
+            "ds" | "daemonset" | "daemonsets" => Some(Kind::DaemonSet),
+            _ => None,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Deployment => "Deployment",
+            Kind::StatefulSet => "StatefulSet",
+            Kind::DaemonSet => "DaemonSet",
+        }
+    }
+}
+
+/// The object as JSON, from its kind's typed API.
+async fn get(client: &Client, ns: &str, kind: Kind, name: &str) -> anyhow::Result<Value> {
+    let v = match kind {
+        Kind::Deployment => serde_json::to_value(
+            Api::<Deployment>::namespaced(client.clone(), ns)
+                .get(name)
+                .await?,
+        )?,
+        Kind::StatefulSet => serde_json::to_value(
+            Api::<StatefulSet>::namespaced(client.clone(), ns)
+                .get(name)
+                .await?,
+        )?,
+        Kind::DaemonSet => {
+            serde_json::to_value(Api::<DaemonSet>::namespaced(client.clone(), ns).get(name).await?)?
+        }
+    };
+    Ok(v)
+}
+
+/// Server-side apply of `patch`; the object as the API server made it.
+async fn apply(
+    client: &Client,
+    ns: &str,
+    kind: Kind,
+    name: &str,
+    patch: &Value,
+    dry: bool,
+    force: bool,
+) -> Result<Value, kube::Error> {
+    let mut pp = PatchParams::apply(MANAGER);
+    pp.dry_run = dry;
+    pp.force = force;
+    let p = Patch::Apply(patch);
+    let v = match kind {
+        Kind::Deployment => serde_json::to_value(
+            Api::<Deployment>::namespaced(client.clone(), ns)
+                .patch(name, &pp, &p)
+                .await?,
+        ),
+        Kind::StatefulSet => serde_json::to_value(
+            Api::<StatefulSet>::namespaced(client.clone(), ns)
+                .patch(name, &pp, &p)
+                .await?,
+        ),
+        Kind::DaemonSet => serde_json::to_value(
+            Api::<DaemonSet>::namespaced(client.clone(), ns)
+                .patch(name, &pp, &p)
+                .await?,
+        ),
+    };
+    v.map_err(kube::Error::SerdeError)
+}
+
+/// What server-side apply sends: only what the rules added to the
+/// template, so that adopt owns those fields and no other.
+fn apply_patch(kind: Kind, name: &str, ns: &str, before: &Value, after: &Value) -> Value {
+    let (b, a) = (&before["spec"], &after["spec"]);
+    let added = |list: &str, key: &str, item: &Value| {
+        !b[list]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|x| x[key] == item[key])
+    };
+    let mut annotations = serde_json::Map::new();
+    for (k, v) in after["metadata"]["annotations"].as_object().into_iter().flatten() {
+        if before["metadata"]["annotations"][k] != *v {
+            annotations.insert(k.clone(), v.clone());
+        }
+    }
+    let mut containers = Vec::new();
+    for (i, c) in a["containers"].as_array().into_iter().flatten().enumerate() {
+        let was = &b["containers"][i];
+        if c["lifecycle"]["preStop"] == was["lifecycle"]["preStop"] {
+            continue;
+        }
+        let mut entry = json!({"name": c["name"], "lifecycle": {"preStop": c["lifecycle"]["preStop"]}});
+        let mounts: Vec<&Value> = c["volumeMounts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|m| {
+                !was["volumeMounts"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|w| w["mountPath"] == m["mountPath"])
+            })
+            .collect();
+        if !mounts.is_empty() {
+            entry["volumeMounts"] = json!(mounts);
+        }
+        containers.push(entry);
+    }
+    let mut spec = json!({"containers": containers});
+    let volumes: Vec<&Value> = a["volumes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|v| added("volumes", "name", v))
+        .collect();
+    if !volumes.is_empty() {
+        spec["volumes"] = json!(volumes);
+    }
+    if a["terminationGracePeriodSeconds"] != b["terminationGracePeriodSeconds"] {
+        spec["terminationGracePeriodSeconds"] = a["terminationGracePeriodSeconds"].clone();
+    }
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": kind.name(),
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"template": {"metadata": {"annotations": annotations}, "spec": spec}}
+    })
+}
+
+/// The namespace's Pod Security enforce level, or empty (with a line on
+/// stderr) where it cannot be read.
+async fn enforce(client: &Client, ns: &str) -> String {
+    match Api::<Namespace>::all(client.clone()).get(ns).await {
+        Ok(n) => n
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .get("pod-security.kubernetes.io/enforce")
+            .cloned()
+            .unwrap_or_default(),
+        Err(e) => {
+            eprintln!("kubectl graceful: cannot read namespace {ns} ({e}): its Pod Security level is taken as not privileged (the httpGet gate)");
+            String::new()
+        }
+    }
+}
+
+/// The workloads named, or every one of the namespace with `--all`.
+async fn targets(client: &Client, ns: &str, args: &Args) -> anyhow::Result<Vec<(Kind, String)>> {
+    if args.all {
+        let lp = ListParams::default();
+        let mut out = Vec::new();
+        for d in Api::<Deployment>::namespaced(client.clone(), ns)
+            .list(&lp)
+            .await?
+        {
+            out.push((Kind::Deployment, d.metadata.name.unwrap_or_default()));
+        }
+        for s in Api::<StatefulSet>::namespaced(client.clone(), ns)
+            .list(&lp)
+            .await?
+        {
+            out.push((Kind::StatefulSet, s.metadata.name.unwrap_or_default()));
+        }
+        for d in Api::<DaemonSet>::namespaced(client.clone(), ns).list(&lp).await? {
+            out.push((Kind::DaemonSet, d.metadata.name.unwrap_or_default()));
+        }
+        return Ok(out);
+    }
+    args.workloads
+        .iter()
+        .map(|w| {
+            let (k, n) = w.split_once('/').ok_or_else(|| {
+                anyhow::anyhow!("{w}: name a workload as KIND/NAME (deploy/web, sts/db, ds/agent)")
+            })?;
+            let kind = Kind::parse(k).ok_or_else(|| {
+                anyhow::anyhow!("{w}: adopt knows Deployments, StatefulSets and DaemonSets")
+            })?;
+            Ok((kind, n.to_string()))
+        })
+        .collect()
+}
+
+pub async fn run(cli: &Cli, args: &Args, client: Client) -> anyhow::Result<i32> {
+    if args.workloads.is_empty() != args.all {
+        anyhow::bail!("name the workloads (deploy/web ...) or pass --all, one of the two");
+    }
+    let ns = args
+        .namespace
+        .clone()
+        .unwrap_or_else(|| client.default_namespace().to_string());
+    let level = enforce(&client, &ns).await;
+    let mut results = Vec::new();
+    for (kind, name) in targets(&client, &ns, args).await? {
+        let obj = get(&client, &ns, kind, &name).await?;
+        let before = obj["spec"]["template"].clone();
+        let mut after = before.clone();
+        let who = format!("{}/{name}", kind.name().to_lowercase());
+        let outcome = rules::inject(&mut after, &level);
+        let (said, stored) = match outcome {
+            rules::Outcome::Left(why) => (format!("{who}: left as it is: {why}"), before.clone()),
+            rules::Outcome::Injected(gate) => {
+                let patch = apply_patch(kind, &name, &ns, &before, &after);
+                let made = match apply(&client, &ns, kind, &name, &patch, args.dry_run, args.force_conflicts).await {
+                    Ok(m) => m,
+                    Err(kube::Error::Api(s)) if s.code == 409 => anyhow::bail!(
+                        "{who}: another field manager owns a field adopt sets ({}); --force-conflicts takes it",
+                        s.message
+                    ),
+                    Err(e) => anyhow::bail!("{who}: {e}"),
+                };
+                let verb = if args.dry_run { "would get" } else { "got" };
+                (
+                    format!("{who}: {verb} the {gate} gate"),
+                    made["spec"]["template"].clone(),
+                )
+            }
+        };
+        results.push((who, said, before, stored));
+    }
+    if cli.output == Output::Json {
+        let all: Vec<Value> = results
+            .iter()
+            .map(|(who, said, _, t)| json!({"workload": who, "result": said, "template": t}))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&all)?);
+        return Ok(0);
+    }
+    for (_, said, before, stored) in &results {
+        println!("{said}");
+        if args.dry_run && before != stored {
+            print!("{}", diff(before, stored));
+        }
+    }
+    Ok(0)
+}
+
+/// The template before and after, as a unified diff of their JSON.
+fn diff(before: &Value, after: &Value) -> String {
+    let (b, a) = (
+        serde_json::to_string_pretty(before).unwrap_or_default() + "\n",
+        serde_json::to_string_pretty(after).unwrap_or_default() + "\n",
+    );
+    similar::TextDiff::from_lines(&b, &a)
+        .unified_diff()
+        .context_radius(2)
+        .header("template (stored)", "template (adopted)")
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,190 @@
+//! The injection policy's rules (deploy/inject/inject-policy.yaml, the
+//! chart's admission-inject.yaml), applied to a pod template here rather
+//! than by the API server: for clusters before Kubernetes 1.36, where no
+//! MutatingAdmissionPolicy runs. The cluster test
+//! `adopt::*` gives the same pods to both and compares what they make, so
+//! a change to one that the other lacks fails there.
+
+use serde_json::{json, Map, Value};
+
+/// The hook's deadline and the agent's shutdown budget, as the policy's.
+pub const MAX: &str = "25s";
+const NEEDED_S: i64 = 25 + 5;
+const DEFAULT_GATE_PORT: u64 = 9711;
+const GATE_DIR: &str = "/var/run/graceful";
+
+/// What a template got, or why it got nothing.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The gate given (`exec`, `http`), or `none` when every container has
+    /// a preStop of its own.
+    Injected(&'static str),
+    /// Left as it is: the reason, as the policy's match conditions say it.
+    Left(&'static str),
+}
+
+fn annotations(t: &Value) -> Map<String, Value> {
+    t["metadata"]["annotations"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn containers(spec: &Value) -> Vec<Value> {
+    spec["containers"].as_array().cloned().unwrap_or_default()
+}
+
+fn has_pre_stop(c: &Value) -> bool {
+    !c["lifecycle"]["preStop"].is_null()
+}
+
+/// The policy's match conditions: a pod that opted in already, or on the
+/// host network, is left alone.
+fn left(t: &Value) -> Option<&'static str> {
+    let a = annotations(t);
+    if a.contains_key("graceful.dev/gate") || a.contains_key("graceful.dev/injected") {
+        return Some("opted in already (graceful.dev/gate or graceful.dev/injected)");
+    }
+    let wait = |c: &Value| {
+        c["lifecycle"]["preStop"]["exec"]["command"][0]
+            .as_str()
+            .is_some_and(|s| s.ends_with("graceful-wait"))
+    };
+    if containers(&t["spec"]).iter().any(wait) {
+        return Some("opted in already (a graceful-wait hook)");
+    }
+    if t["spec"]["hostNetwork"] == true {
+        return Some("on the host network: neither in-pod gate reaches it");
+    }
+    None
+}
+
+/// A port number as the policy takes an annotation's: 1 to 65535, digits only.
+fn port(v: Option<&Value>) -> Option<u64> {
+    let s = v?.as_str()?;
+    let digits =
+        !s.is_empty() && s.len() <= 5 && s.chars().all(|c| c.is_ascii_digit()) && !s.starts_with('0');
+    digits.then(|| s.parse().ok()).flatten().filter(|p| *p <= 65535)
+}
+
+/// The gate that fits: the pod's own choice, else exec where the
+/// namespace enforces privileged and the pod has nothing named graceful.
+fn gate(t: &Value, enforce: &str) -> &'static str {
+    let spec = &t["spec"];
+    let all: Vec<Value> = containers(spec)
+        .into_iter()
+        .chain(spec["initContainers"].as_array().cloned().unwrap_or_default())
+        .collect();
+    let own = spec["volumes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|v| v["name"] == "graceful")
+        || all.iter().any(|c| {
+            c["volumeMounts"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|m| m["name"] == "graceful" || m["mountPath"] == "/graceful")
+        });
+    match annotations(t)
+        .get("graceful.dev/inject-gate")
+        .and_then(Value::as_str)
+    {
+        Some("exec") if !own => "exec",
+        Some("exec") | Some("http") => "http",
+        _ if enforce == "privileged" && !own => "exec",
+        _ => "http",
+    }
+}
+
+/// The ports named metrics or http-metrics, and prometheus.io/port, in
+/// the order found, each once.
+fn metrics_ports(t: &Value) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for c in containers(&t["spec"]) {
+        for p in c["ports"].as_array().into_iter().flatten() {
+            if matches!(p["name"].as_str(), Some("metrics" | "http-metrics")) {
+                if let Some(n) = p["containerPort"].as_u64() {
+                    out.push(n.to_string());
+                }
+            }
+        }
+    }
+    if let Some(p) = port(annotations(t).get("prometheus.io/port")) {
+        out.push(p.to_string());
+    }
+    let mut seen = std::collections::HashSet::new();
+    out.retain(|p| seen.insert(p.clone()));
+    out
+}
+
+/// Applies the policy to `template` (a pod template: `metadata` and
+/// `spec`) in a namespace that enforces `enforce` (its Pod Security
+/// label, empty if none).
+pub fn inject(template: &mut Value, enforce: &str) -> Outcome {
+    if let Some(why) = left(template) {
+        return Outcome::Left(why);
+    }
+    let gate = gate(template, enforce);
+    let a = annotations(template);
+    let gate_port = port(a.get("graceful.dev/gate-port")).unwrap_or(DEFAULT_GATE_PORT);
+    let all = containers(&template["spec"]);
+    let targets: Vec<usize> = (0..all.len()).filter(|i| !has_pre_stop(&all[*i])).collect();
+    let skipped: Vec<&str> = all
+        .iter()
+        .filter(|c| has_pre_stop(c))
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    let metrics = metrics_ports(template);
+    let mut notes = a;
+    notes.insert(
+        "graceful.dev/injected".into(),
+        (if targets.is_empty() { "none" } else { gate }).into(),
+    );
+    if !skipped.is_empty() {
+        notes.insert(
+            "graceful.dev/inject-skipped".into(),
+            format!("{}: a preStop hook of its own, left as it is", skipped.join(", ")).into(),
+        );
+    }
+    if targets.is_empty() {
+        template["metadata"]["annotations"] = Value::Object(notes);
+        return Outcome::Injected("none");
+    }
+    let hook = match gate {
+        "http" => json!({"httpGet": {"path": format!("/drain?policy=drained&max={MAX}"), "port": gate_port}}),
+        _ => json!({"exec": {"command": ["/graceful/graceful-wait", "--policy", "drained", "--max", MAX]}}),
+    };
+    let spec = &mut template["spec"];
+    for i in targets {
+        let c = &mut spec["containers"][i];
+        c["lifecycle"]["preStop"] = hook.clone();
+        if gate == "exec" {
+            let mount = json!({"name": "graceful", "mountPath": "/graceful", "readOnly": true});
+            push(&mut c["volumeMounts"], mount);
+        }
+    }
+    if gate == "http" {
+        notes.insert("graceful.dev/gate".into(), "http".into());
+    } else {
+        let volume = json!({"name": "graceful", "hostPath": {"path": GATE_DIR, "type": "DirectoryOrCreate"}});
+        push(&mut spec["volumes"], volume);
+    }
+    if spec["terminationGracePeriodSeconds"].as_i64().unwrap_or(30) < NEEDED_S {
+        spec["terminationGracePeriodSeconds"] = NEEDED_S.into();
+    }
+    if (1..=8).contains(&metrics.len()) && !notes.contains_key("graceful.dev/ignore-ports") {
+        notes.insert("graceful.dev/ignore-ports".into(), metrics.join(",").into());
+    }
+    template["metadata"]["annotations"] = Value::Object(notes);
+    Outcome::Injected(gate)
+}
+
+/// Appends to a list, making it if absent.
+fn push(list: &mut Value, item: Value) {
+    match list.as_array_mut() {
+        Some(l) => l.push(item),
+        None => *list = Value::Array(vec![item]),
+    }
+}
