@@ -1,7 +1,11 @@
 //! How long after a deleted pod's last inbound close its app receives
-//! SIGTERM, on the real kubelet, three ways side by side:
+//! SIGTERM, on the real kubelet, five ways side by side:
 //!
-//! - graceful's exec gate (`graceful-wait --policy drained --settle 0s`);
+//! - graceful's three gates, each `--policy drained --settle 0s`: the exec
+//!   gate (`graceful-wait` from the gate directory), the httpGet gate (the
+//!   kubelet's own request to the agent's listener in the pod) and the
+//!   socket gate (`graceful-wait` from an image volume of the agent's
+//!   image, on the agent's abstract socket in the pod);
 //! - a 1 s poller in the pod's preStop hook, what Envoy-based shutdown
 //!   managers do: it reads the pod's sockets (`/proc/net/tcp`) once a
 //!   second until no connection to the app's port is established;
@@ -19,35 +23,64 @@ use std::{collections::BTreeMap, fmt, time::Duration};
 
 use crate::monotonic_ns;
 
-use super::{clients::Clients, pod::Pod, pod_head, Cluster, Namespace, TEST_APP_IMAGE};
+use super::{clients::Clients, pod::Pod, pod_head, Cluster, Namespace, AGENT_IMAGE, TEST_APP_IMAGE};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Hook {
     Graceful,
+    HttpGate,
+    SocketGate,
     Poller,
     Sleep,
 }
 
+/// graceful-wait's flags for every gate here: released at the last close.
+const WAIT: &str = r#""--policy", "drained", "--settle", "0s", "--min", "0s", "--max", "30s""#;
+
 impl Hook {
-    pub const ALL: [Hook; 3] = [Hook::Graceful, Hook::Poller, Hook::Sleep];
+    pub const ALL: [Hook; 5] = [
+        Hook::Graceful,
+        Hook::HttpGate,
+        Hook::SocketGate,
+        Hook::Poller,
+        Hook::Sleep,
+    ];
+
+    /// One of graceful's gates, whose drains the agent lists.
+    pub fn gated(self) -> bool {
+        matches!(self, Hook::Graceful | Hook::HttpGate | Hook::SocketGate)
+    }
 
     fn prefix(self) -> &'static str {
         match self {
             Hook::Graceful => "gate",
+            Hook::HttpGate => "http",
+            Hook::SocketGate => "socket",
             Hook::Poller => "poll",
             Hook::Sleep => "sleep",
         }
     }
 
-    fn command(self, sleep: Duration) -> String {
+    /// The pod's annotations, its hook, and its gate volume.
+    fn parts(self, sleep: Duration) -> (&'static str, String, String) {
+        let exec = |cmd: String| format!("exec:\n            command: {cmd}");
+        let dir =
+            "{name: graceful, hostPath: {path: /var/run/graceful, type: DirectoryOrCreate}}".to_string();
         match self {
-            Hook::Graceful => {
-                r#"["/graceful/graceful-wait", "--policy", "drained", "--settle", "0s", "--min", "0s", "--max", "30s"]"#
-                    .into()
-            }
+            Hook::Graceful => ("{}", exec(format!(r#"["/graceful/graceful-wait", {WAIT}]"#)), dir),
+            Hook::HttpGate => (
+                "{graceful.dev/gate: http}",
+                "httpGet: {path: \"/drain?policy=drained&settle=0s&min=0s&max=30s\", port: 9711}".into(),
+                dir,
+            ),
+            Hook::SocketGate => (
+                "{graceful.dev/gate: socket}",
+                exec(format!(r#"["/graceful/graceful-wait", "--socket", "@graceful.dev/gate", {WAIT}]"#)),
+                format!("{{name: graceful, image: {{reference: \"{AGENT_IMAGE}\", pullPolicy: IfNotPresent}}}}"),
+            ),
             // An established connection to port 8080 (0x1F90): state 01.
-            Hook::Poller => r#"["sh", "-c", "while grep -qE '^ *[0-9]+: [0-9A-F]+:1F90 [0-9A-F]+:[0-9A-F]+ 01 ' /proc/net/tcp /proc/net/tcp6; do sleep 1; done"]"#.into(),
-            Hook::Sleep => format!(r#"["sleep", "{}"]"#, sleep.as_secs()),
+            Hook::Poller => ("{}", exec(r#"["sh", "-c", "while grep -qE '^ *[0-9]+: [0-9A-F]+:1F90 [0-9A-F]+:[0-9A-F]+ 01 ' /proc/net/tcp /proc/net/tcp6; do sleep 1; done"]"#.into()), dir),
+            Hook::Sleep => ("{}", exec(format!(r#"["sleep", "{}"]"#, sleep.as_secs())), dir),
         }
     }
 }
@@ -55,7 +88,9 @@ impl Hook {
 impl fmt::Display for Hook {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            Hook::Graceful => "graceful (exec gate, settle 0)",
+            Hook::Graceful => "graceful: exec gate",
+            Hook::HttpGate => "graceful: httpGet gate",
+            Hook::SocketGate => "graceful: socket gate",
             Hook::Poller => "1 s poller in the hook",
             Hook::Sleep => "preStop: sleep",
         })
@@ -72,25 +107,24 @@ pub struct Config {
 }
 
 fn pod_yaml(name: &str, hook: Hook, sleep: Duration) -> String {
+    let (annotations, pre_stop, volume) = hook.parts(sleep);
     format!(
-        r#"{head}spec:
+        r#"{head}  annotations: {annotations}
+spec:
   terminationGracePeriodSeconds: 45
   containers:
     - name: app
       image: {TEST_APP_IMAGE}
       lifecycle:
         preStop:
-          exec:
-            command: {cmd}
+          {pre_stop}
       volumeMounts:
         - {{name: graceful, mountPath: /graceful, readOnly: true}}
   volumes:
-    - name: graceful
-      hostPath: {{path: /var/run/graceful, type: DirectoryOrCreate}}
+    - {volume}
 ---
 "#,
         head = pod_head(name, "{bench: release}"),
-        cmd = hook.command(sleep)
     )
 }
 
@@ -99,11 +133,11 @@ fn pod_yaml(name: &str, hook: Hook, sleep: Duration) -> String {
 pub struct Figures {
     /// Milliseconds from the last close to SIGTERM, per hook.
     pub sigterm_ms: BTreeMap<Hook, Vec<f64>>,
-    /// For the gate: from the last close to the agent's release (its
-    /// report's `release_ns`), and from there to SIGTERM (the hook's exit,
-    /// the kubelet, the runtime).
-    pub agent_ms: Vec<f64>,
-    pub kubelet_ms: Vec<f64>,
+    /// For each gate: from the last close to the agent's release (its
+    /// report's `release_ns`), and from there to SIGTERM (the hook's exit
+    /// or the answer to the kubelet's request, the kubelet, the runtime).
+    pub agent_ms: BTreeMap<Hook, Vec<f64>>,
+    pub kubelet_ms: BTreeMap<Hook, Vec<f64>>,
 }
 
 /// The agent's release times (CLOCK_MONOTONIC ns) of the drains it
@@ -150,7 +184,7 @@ pub fn measure(cluster: &Cluster, cfg: &Config) -> Figures {
         ns.kubectl(&del);
         let started = std::time::Instant::now();
         for (hook, p, _, _) in &held {
-            if *hook == Hook::Graceful {
+            if hook.gated() {
                 crate::wait_for(30, "the gate's drain to be engaged", || {
                     let out = cluster.agent(&["drains", "-o", "json"]);
                     let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
@@ -182,9 +216,9 @@ pub fn measure(cluster: &Cluster, cfg: &Config) -> Figures {
             let ms = |a: u64, b: u64| b.saturating_sub(a) as f64 / 1e6;
             let total = ms(closed_ns, sigterm);
             let mut split = String::new();
-            if let (Hook::Graceful, Some(&rel)) = (hook, released.get(&p.uid)) {
-                out.agent_ms.push(ms(closed_ns, rel));
-                out.kubelet_ms.push(ms(rel, sigterm));
+            if let (true, Some(&rel)) = (hook.gated(), released.get(&p.uid)) {
+                out.agent_ms.entry(*hook).or_default().push(ms(closed_ns, rel));
+                out.kubelet_ms.entry(*hook).or_default().push(ms(rel, sigterm));
                 split = format!(
                     " (the agent released it after {:.2} ms, SIGTERM {:.1} ms later)",
                     ms(closed_ns, rel),
