@@ -47,6 +47,8 @@ pub mod names {
     pub const PROG_FLOOR_SOCK_OPS: &str = "floor_sock_ops";
     pub const PROG_FLOOR_STATE: &str = "floor_state";
     pub const PROG_FLOOR_DESTROYED: &str = "floor_destroyed";
+    /// sock_ops's dispatch, flags and lookups without its adds.
+    pub const PROG_FLOOR_LOOKUP: &str = "floor_lookup_sock_ops";
     pub const PROG_DESTROYED: &str = "sock_destroyed";
     pub const PROG_ADOPT: &str = "adopt_tcp";
     pub const PROG_INGRESS: &str = "inbound_rx";

@@ -18,7 +18,8 @@
 //! - `cgroup_populated` (tp_btf/cgroup_notify_populated) reports the exit
 //!   of containers that a drain outlives (`--after-containers`).
 //! - `floor_*` do nothing: the benches' measure of what attaching any
-//!   program costs (see `floor.rs`).
+//!   program costs (see `floor.rs`); `floor_lookup_sock_ops` does all of
+//!   `sock_ops` but its adds (see `sockops.rs`).
 #![no_std]
 #![no_main]
 // Atomic adds: the BPF target offers no atomic types with fetch_add.

@@ -82,6 +82,43 @@ pub fn sock_ops(ctx: SockOpsContext) -> u32 {
     1
 }
 
+/// The floor under the counts, for `cargo xtask bench designs` only (the
+/// agent never loads it): [`sock_ops`]'s dispatch, its flags and its
+/// owner lookups, and the counters entry looked up wherever that counts,
+/// without the atomic adds. Its cost against [`sock_ops`]'s is the adds'.
+#[sock_ops]
+pub fn floor_lookup_sock_ops(ctx: SockOpsContext) -> u32 {
+    match ctx.op() {
+        BPF_SOCK_OPS_STATE_CB => {
+            bump(stat::EVENTS);
+            let (old, new) = (ctx.arg(0), ctx.arg(1));
+            let moved = old == tcp::LISTEN || tcp::is_live(old) != tcp::is_live(new);
+            if old != new && moved {
+                if let Some((_, owner)) = owned(&ctx) {
+                    if ctx.cb_flags() & INBOUND != 0 {
+                        let _ = counters::watched(owner);
+                    }
+                    counters::look(owner);
+                }
+            }
+        }
+        BPF_SOCK_OPS_TCP_CONNECT_CB => flag(&ctx, (ctx.cb_flags() | COUNTED) & !INBOUND),
+        BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB if ctx.cb_flags() & COUNTED == 0 => {
+            if owned(&ctx).is_some() {
+                flag(&ctx, ctx.cb_flags() | COUNTED | INBOUND);
+            }
+        }
+        BPF_SOCK_OPS_TCP_LISTEN_CB => {
+            if let Some((_, owner)) = owned(&ctx) {
+                flag(&ctx, ctx.cb_flags() | COUNTED | INBOUND);
+                counters::look(owner);
+            }
+        }
+        _ => {}
+    }
+    1
+}
+
 /// The socket of a callback, as a pointer the kernel's BTF types (the
 /// offset reads need one), or null.
 #[inline(always)]

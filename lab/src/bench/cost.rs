@@ -458,6 +458,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "{:<58} {:>7.2} {:>7.2} {:>7.2}",
         "the same, in CPU µs per connection (2 sockets)", us.min, us.median, us.max
     );
+    println!(
+        "{:<58} {:>7.0} {:>7.0} {:>7.0}",
+        "the same, in CPU ns per connection (open + close)",
+        us.min * 1000.0,
+        us.median * 1000.0,
+        us.max * 1000.0
+    );
     let pass = t.median <= args.target_pct;
     println!(
         "\ncost: {:.2} % of the busy CPU (median), so about {:.2} % fewer connections per second with the CPUs saturated;",

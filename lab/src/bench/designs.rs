@@ -12,7 +12,10 @@
 //! - `tracepoint-single`: the same without the twin;
 //! - `floor-sock-ops`, `floor-tracepoints`: programs that do nothing,
 //!   attached where each design's are: what the kernel charges for running
-//!   any program there, the floor under each.
+//!   any program there, the floor under each;
+//! - `floor-lookup`: sock_ops's dispatch, callback flags and owner lookups
+//!   (the socket's cgroup, the counters entry, the watch flags) without its
+//!   atomic adds: `sock-ops` less this is what the adds cost.
 //!
 //! Cost: rounds of the churn load (as `churn-cost`), each sampling one
 //! window with nothing attached and one with each candidate, in an order
@@ -62,17 +65,27 @@ enum Candidate {
     Tracepoint,
     TracepointSingle,
     FloorSockOps,
+    FloorLookup,
     FloorTracepoints,
 }
 
 impl Candidate {
-    const ALL: [Candidate; 5] = [
+    const ALL: [Candidate; 6] = [
         Candidate::SockOps,
         Candidate::Tracepoint,
         Candidate::TracepointSingle,
         Candidate::FloorSockOps,
+        Candidate::FloorLookup,
         Candidate::FloorTracepoints,
     ];
+
+    /// A floor: no counts, no stress run.
+    fn floor(self) -> bool {
+        matches!(
+            self,
+            Candidate::FloorSockOps | Candidate::FloorLookup | Candidate::FloorTracepoints
+        )
+    }
 
     fn name(self) -> &'static str {
         match self {
@@ -80,6 +93,7 @@ impl Candidate {
             Candidate::Tracepoint => "tracepoint",
             Candidate::TracepointSingle => "tracepoint-single",
             Candidate::FloorSockOps => "floor-sock-ops",
+            Candidate::FloorLookup => "floor-lookup",
             Candidate::FloorTracepoints => "floor-tracepoints",
         }
     }
@@ -90,6 +104,7 @@ impl Candidate {
             Candidate::Tracepoint => "state program + twin, storage per socket, destruction backstop (0.1)",
             Candidate::TracepointSingle => "the same without the twin",
             Candidate::FloorSockOps => "an empty sock_ops program at the root",
+            Candidate::FloorLookup => "sock_ops's dispatch, flags and owner lookups, without the adds",
             Candidate::FloorTracepoints => {
                 "empty programs: two on inet_sock_set_state, one on tcp_destroy_sock"
             }
@@ -126,6 +141,7 @@ impl Held {
         };
         match c {
             Candidate::FloorSockOps => floor("sock-ops"),
+            Candidate::FloorLookup => floor("lookup"),
             Candidate::FloorTracepoints => floor("tracepoints"),
             _ => {
                 let mut agent = Agent::new(&bins.graceful, pins)?;
@@ -246,7 +262,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             args.stress_runs
         );
         for (i, c) in Candidate::ALL.iter().enumerate() {
-            if matches!(c, Candidate::FloorSockOps | Candidate::FloorTracepoints) {
+            if c.floor() {
                 continue;
             }
             super::check_interrupted()?;
@@ -255,8 +271,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
 
     println!(
-        "\n{:<18} {:>22} {:>20} {:>12} {:>10} {:>10}",
-        "design", "% busy CPU min/med/max", "µs/conn min/med/max", "exact runs", "live off", "caught"
+        "\n{:<18} {:>22} {:>20} {:>9} {:>12} {:>10} {:>10}",
+        "design",
+        "% busy CPU min/med/max",
+        "µs/conn min/med/max",
+        "ns/conn",
+        "exact runs",
+        "live off",
+        "caught"
     );
     let mut rows = Vec::new();
     for (i, c) in Candidate::ALL.iter().enumerate() {
@@ -269,7 +291,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             _ => "-".into(),
         };
         println!(
-            "{:<18} {:>6.2} {:>6.2} {:>6.2}   {:>5.2} {:>5.2} {:>5.2}  {:>12} {:>10} {:>10}",
+            "{:<18} {:>6.2} {:>6.2} {:>6.2}   {:>5.2} {:>5.2} {:>5.2}  {:>9.0} {:>12} {:>10} {:>10}",
             c.name(),
             s.min,
             s.median,
@@ -277,6 +299,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             u.min,
             u.median,
             u.max,
+            u.median * 1000.0,
             exact,
             field("runs_with_live_drift").map_or("-".into(), |v| v.to_string()),
             field("caught").map_or("-".into(), |v| v.to_string()),

@@ -20,6 +20,9 @@ use graceful_tests::{agent::Agent, nested};
 pub enum Floor {
     /// An empty sock_ops program at the cgroup v2 root.
     SockOps,
+    /// sock_ops's dispatch, flags and owner lookups at the root, without
+    /// its atomic adds.
+    Lookup,
     /// The tracepoint design's three attachments, empty: two on
     /// `inet_sock_set_state`, one on `tcp_destroy_sock`.
     Tracepoints,
@@ -30,11 +33,15 @@ pub fn hold_floor(floor: Floor) -> anyhow::Result<()> {
     anyhow::ensure!(!OBJECT.is_empty(), "built without the eBPF object");
     let mut ebpf = aya::EbpfLoader::new().load(OBJECT)?;
     match floor {
-        Floor::SockOps => {
+        Floor::SockOps | Floor::Lookup => {
+            let name = match floor {
+                Floor::Lookup => names::PROG_FLOOR_LOOKUP,
+                _ => names::PROG_FLOOR_SOCK_OPS,
+            };
             let root = std::fs::File::open(cgroupfs::mount_point()?)?;
             let p: &mut SockOps = ebpf
-                .program_mut(names::PROG_FLOOR_SOCK_OPS)
-                .ok_or_else(|| anyhow::anyhow!("no floor_sock_ops in the object"))?
+                .program_mut(name)
+                .ok_or_else(|| anyhow::anyhow!("no {name} in the object"))?
                 .try_into()?;
             p.load()?;
             p.attach(&root, CgroupAttachMode::Single)?;
