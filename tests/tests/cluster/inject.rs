@@ -276,11 +276,23 @@ fn adopt_agrees(cluster: &Cluster, ns: &Namespace, pod_yaml: &str) {
         "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: {name}, namespace: NAMESPACE}}\nspec:\n  replicas: 0\n  selector: {{matchLabels: {{app: {name}}}}}\n  template:\n{template}"
     ));
     let workload = format!("deploy/{name}");
-    let (code, out, err) = crate::kubectl_plugin::kubectl_graceful(
-        cluster,
-        None,
-        &["adopt", &workload, "-n", &ns.name, "--dry-run", "-o", "json"],
+    let adopt = |force: &[&str]| {
+        let args = [
+            &["adopt", &workload, "-n", &ns.name, "--dry-run", "-o", "json"],
+            force,
+        ]
+        .concat();
+        crate::kubectl_plugin::kubectl_graceful(cluster, None, &args)
+    };
+    // The manifest set the grace period (10 s, kubectl apply's field):
+    // raising it is refused, in one line, until the team says so.
+    let (code, _, err) = adopt(&[]);
+    assert_eq!((code, err.trim().lines().count()), (1, 1), "{err}");
+    assert!(
+        err.contains("terminationGracePeriodSeconds") && err.contains("--force-conflicts"),
+        "{err}"
     );
+    let (code, out, err) = adopt(&["--force-conflicts"]);
     assert_eq!(code, 0, "{err}");
     let answer: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
     let adopted = &answer[0]["template"];
