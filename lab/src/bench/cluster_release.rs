@@ -1,7 +1,7 @@
 //! `cargo xtask bench cluster-release`: on the test node's real kubelet,
 //! the time from a deleted pod's last inbound close to its app receiving
-//! SIGTERM, through graceful's gate, a 1 s poller in the hook, and
-//! `preStop: sleep`, side by side in one run.
+//! SIGTERM, through graceful's three gates (exec, httpGet, socket), a 1 s
+//! poller in the hook, and `preStop: sleep`, side by side in one run.
 //!
 //! The measurement lives with the end-to-end tests' support
 //! (`graceful_tests::cluster::release`), run and tabled by the lab's

@@ -39,7 +39,7 @@ pub fn run(cluster: &Cluster, cfg: &Config) {
     }
     println!("\ngraceful's gates, their path apart:");
     println!(
-        "{:<34} {:>4} {:>10} {:>10} {:>10}",
+        "{:<44} {:>4} {:>10} {:>10} {:>10}",
         "GATE: PART", "N", "P50", "P99", "MAX"
     );
     for hook in Hook::ALL.into_iter().filter(|h| h.gated()) {
@@ -54,7 +54,7 @@ pub fn run(cluster: &Cluster, cfg: &Config) {
             let gate = hook.to_string();
             let label = format!("{}: {what}", gate.trim_start_matches("graceful: "));
             println!(
-                "{label:<34} {:>4} {:>7.2} ms {:>7.2} ms {:>7.2} ms",
+                "{label:<44} {:>4} {:>7.2} ms {:>7.2} ms {:>7.2} ms",
                 v.len(),
                 percentile(v, 50.0),
                 percentile(v, 99.0),
