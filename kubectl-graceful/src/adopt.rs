@@ -236,23 +236,50 @@ pub async fn run(cli: &Cli, args: &Args, client: Client) -> anyhow::Result<i32> 
         .unwrap_or_else(|| client.default_namespace().to_string());
     let level = enforce(&client, &ns).await;
     let mut results = Vec::new();
+    // One workload that cannot be adopted is its own line; the others go
+    // on (with --all, those before it are adopted already), and the exit
+    // status says one failed.
+    let mut failed = 0;
     for (kind, name) in targets(&client, &ns, args).await? {
-        let obj = get(&client, &ns, kind, &name).await?;
+        let who = format!("{}/{name}", kind.name().to_lowercase());
+        let obj = match get(&client, &ns, kind, &name).await {
+            Ok(o) => o,
+            Err(e) => {
+                eprintln!("kubectl graceful: {who}: {e}");
+                failed += 1;
+                continue;
+            }
+        };
         let before = obj["spec"]["template"].clone();
         let mut after = before.clone();
-        let who = format!("{}/{name}", kind.name().to_lowercase());
         let outcome = rules::inject(&mut after, &level);
         let (said, stored) = match outcome {
             rules::Outcome::Left(why) => (format!("{who}: left as it is: {why}"), before.clone()),
             rules::Outcome::Injected(gate) => {
                 let patch = apply_patch(kind, &name, &ns, &before, &after);
-                let made = match apply(&client, &ns, kind, &name, &patch, args.dry_run, args.force_conflicts).await {
+                let made = match apply(
+                    &client,
+                    &ns,
+                    kind,
+                    &name,
+                    &patch,
+                    args.dry_run,
+                    args.force_conflicts,
+                )
+                .await
+                {
                     Ok(m) => m,
-                    Err(kube::Error::Api(s)) if s.code == 409 => anyhow::bail!(
-                        "{who}: another field manager owns a field adopt sets ({}); --force-conflicts takes it",
-                        s.message
-                    ),
-                    Err(e) => anyhow::bail!("{who}: {e}"),
+                    Err(e) => {
+                        match e {
+                            kube::Error::Api(s) if s.code == 409 => eprintln!(
+                                "kubectl graceful: {who}: another field manager owns a field adopt sets ({}); --force-conflicts takes it",
+                                s.message
+                            ),
+                            e => eprintln!("kubectl graceful: {who}: {e}"),
+                        }
+                        failed += 1;
+                        continue;
+                    }
                 };
                 let verb = if args.dry_run { "would get" } else { "got" };
                 (
@@ -269,7 +296,7 @@ pub async fn run(cli: &Cli, args: &Args, client: Client) -> anyhow::Result<i32> 
             .map(|(who, said, _, t)| json!({"workload": who, "result": said, "template": t}))
             .collect();
         println!("{}", serde_json::to_string_pretty(&all)?);
-        return Ok(0);
+        return Ok(i32::from(failed > 0));
     }
     for (_, said, before, stored) in &results {
         println!("{said}");
@@ -277,7 +304,7 @@ pub async fn run(cli: &Cli, args: &Args, client: Client) -> anyhow::Result<i32> 
             print!("{}", diff(before, stored));
         }
     }
-    Ok(0)
+    Ok(i32::from(failed > 0))
 }
 
 /// The template before and after, as a unified diff of their JSON.

@@ -62,6 +62,15 @@ fn last_seen(e: &Event) -> Option<Timestamp> {
     last.or_else(|| e.event_time.as_ref().map(|t| t.0))
 }
 
+/// The namespace an Event is about: its own, where RBAC put it. One that
+/// names a pod of another namespace (the API server allows it for Events
+/// with an `eventTime`) is no report of graceful's: `None`.
+fn namespace(e: &Event) -> Option<String> {
+    let own = e.metadata.namespace.clone()?;
+    let io = &e.involved_object;
+    (io.namespace.as_deref() == Some(own.as_str()) && io.kind.as_deref() == Some("Pod")).then_some(own)
+}
+
 fn note<'a>(e: &'a Event, key: &str) -> Option<&'a str> {
     e.metadata.annotations.as_ref()?.get(key).map(String::as_str)
 }
@@ -73,7 +82,7 @@ pub fn terminations(events: &[Event]) -> Vec<Seen> {
         .filter_map(|e| {
             let outcome = Outcome::of_event_reason(e.reason.as_deref()?)?;
             Some(Seen {
-                namespace: e.involved_object.namespace.clone()?,
+                namespace: namespace(e)?,
                 name: e.involved_object.name.clone()?,
                 workload: note(e, EVENT_WORKLOAD).map(String::from),
                 outcome,
@@ -94,7 +103,7 @@ pub fn drains(events: &[Event]) -> Vec<Drain> {
         .filter(|e| matches!(e.reason.as_deref(), Some("DrainReleased" | "DrainDeadline")))
         .filter_map(|e| {
             Some(Drain {
-                namespace: e.involved_object.namespace.clone()?,
+                namespace: namespace(e)?,
                 workload: note(e, EVENT_WORKLOAD).unwrap_or("-").to_string(),
                 waited_ms: note(e, EVENT_WAITED_MS)?.parse().ok()?,
                 at_deadline: note(e, EVENT_RELEASE_REASON) == Some(Reason::Deadline.as_str()),

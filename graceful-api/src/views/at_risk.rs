@@ -73,7 +73,7 @@ pub fn rank(reports: impl IntoIterator<Item = Seen>) -> Vec<Workload> {
         w.opted_in += u64::from(r.opted_in == Some(true));
         if r.outcome != Outcome::Drained {
             w.before_drain += 1;
-            w.connections_cut += r.inbound_open;
+            w.connections_cut = w.connections_cut.saturating_add(r.inbound_open);
             w.last_pod = r.name.clone();
         }
     }

@@ -55,12 +55,16 @@ pub struct Recommendation {
 
 /// The least `max` proposed.
 const FLOOR_MS: u64 = 5_000;
+/// A wait or a deadline longer than a day is no drain's (an Event anyone
+/// in the namespace may write says so): left out.
+const PLAUSIBLE_MS: u64 = 86_400_000;
 
 /// One row a workload, by namespace and workload; `budget_ms` is the
 /// app's shutdown time after SIGTERM.
 pub fn recommend(drains: impl IntoIterator<Item = Drain>, budget_ms: u64) -> Vec<Recommendation> {
     let mut by: BTreeMap<(String, String), Vec<Drain>> = BTreeMap::new();
-    for d in drains {
+    let plausible = |d: &Drain| d.waited_ms <= PLAUSIBLE_MS && d.max_ms.is_none_or(|m| m <= PLAUSIBLE_MS);
+    for d in drains.into_iter().filter(plausible) {
         by.entry((d.namespace.clone(), d.workload.clone()))
             .or_default()
             .push(d);
@@ -80,7 +84,7 @@ fn one(namespace: String, workload: String, ds: &[Drain], budget_ms: u64) -> Rec
     let (max_ms, rule) = if at_deadline > 0 {
         let had = max_now.unwrap_or(longest);
         (
-            2 * had,
+            had.saturating_mul(2),
             format!("{at_deadline} hit the deadline: 2x it, then roll and look again"),
         )
     } else {
@@ -89,7 +93,10 @@ fn one(namespace: String, workload: String, ds: &[Drain], budget_ms: u64) -> Rec
         } else {
             ""
         };
-        let m = (2 * p99).max(longest * 3 / 2).max(FLOOR_MS);
+        let m = p99
+            .saturating_mul(2)
+            .max(longest.saturating_mul(3) / 2)
+            .max(FLOOR_MS);
         (m, format!("2x p99, >= 1.5x the longest, >= 5s{few}"))
     };
     let max_s = max_ms.div_ceil(1000);
@@ -104,7 +111,10 @@ fn one(namespace: String, workload: String, ds: &[Drain], budget_ms: u64) -> Rec
         max_now_ms: max_now,
         grace_period_now_s: ds.iter().filter_map(|d| d.grace_period_s).max(),
         max_s,
-        grace_period_s: (max_s * 1000 + budget_ms).div_ceil(1000),
+        grace_period_s: max_s
+            .saturating_mul(1000)
+            .saturating_add(budget_ms)
+            .div_ceil(1000),
         rule,
     }
 }

@@ -158,3 +158,43 @@ fn released_drains_events_are_what_recommend_reads() {
         ("deployment/web", 2, 1, 50)
     );
 }
+
+#[test]
+fn forged_events_are_kept_in_their_namespace_and_their_figures_bounded() {
+    // Written in another namespace, naming a pod of shop: not shop's.
+    let mut e = event(
+        "ExitedBeforeDrain",
+        "web-1",
+        serde_json::json!({"graceful.dev/workload": "deployment/web", "graceful.dev/inbound-open": "18446744073709551615"}),
+        "2026-12-07T10:00:00Z",
+        1,
+    );
+    e.metadata.namespace = Some("tenant".into());
+    assert!(terminations(std::slice::from_ref(&e)).is_empty());
+    // In its own namespace, absurd figures neither panic nor wrap.
+    e.metadata.namespace = Some("shop".into());
+    let twice = [e.clone(), e];
+    let ranked = graceful_api::views::at_risk::rank(terminations(&twice));
+    assert_eq!(ranked[0].connections_cut, u64::MAX);
+    let drain =
+        serde_json::json!({"graceful.dev/waited-ms": "18446744073709551615", "graceful.dev/max-ms": "1000"});
+    let list = [event("DrainReleased", "web-1", drain, "2026-12-07T10:00:00Z", 1)];
+    assert!(
+        graceful_api::views::recommend::recommend(drains(&list), u64::MAX).is_empty(),
+        "a wait past a day is left out"
+    );
+    // Escapes in a forged message reach the terminal escaped.
+    let mut bad = event(
+        "DrainReleased",
+        "web-1",
+        serde_json::Value::Null,
+        "2026-12-07T10:00:00Z",
+        1,
+    );
+    bad.message = Some("ok\u{1b}[2J\rgone".into());
+    let t = render(&[bad], "2026-12-07T10:00:01Z".parse().unwrap());
+    assert!(
+        !t.contains('\u{1b}') && !t.contains('\r') && t.contains("\\u{1b}[2J\\rgone"),
+        "{t}"
+    );
+}

@@ -22,6 +22,19 @@ const WAIT: &str = "graceful-wait";
 /// The workload of a pod without a controller.
 pub const NO_CONTROLLER: &str = "pod";
 
+/// A kind as Kubernetes spells them: `Deployment`, `StatefulSet`.
+fn is_kind(k: &str) -> bool {
+    (1..=63).contains(&k.len()) && k.chars().all(|c| c.is_ascii_alphanumeric())
+}
+
+/// An object's name as the API server allows a controller's: a DNS
+/// subdomain (lower-case letters, digits, `-` and `.`, at most 253).
+fn is_name(n: &str) -> bool {
+    (1..=253).contains(&n.len())
+        && n.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+}
+
 /// Whether the pod carries anything of graceful's.
 pub fn opted_in(meta: &ObjectMeta, spec: Option<&PodSpec>) -> bool {
     let ours = |m: &Option<BTreeMap<String, String>>| m.iter().flatten().any(|(k, _)| k.starts_with(PREFIX));
@@ -43,7 +56,11 @@ pub fn workload(meta: &ObjectMeta) -> String {
         .iter()
         .flatten()
         .find(|o| o.controller == Some(true));
-    let Some(o) = owner else {
+    // A bare pod's author may write any ownerReference (the API server
+    // checks only that kind and name are there): one that is not a kind
+    // and an object name as Kubernetes makes them names no workload, so a
+    // label value stays short and printable.
+    let Some(o) = owner.filter(|o| is_kind(&o.kind) && is_name(&o.name)) else {
         return NO_CONTROLLER.into();
     };
     let hash = meta.labels.as_ref().and_then(|l| l.get("pod-template-hash"));

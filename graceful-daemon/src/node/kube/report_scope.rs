@@ -73,6 +73,9 @@ fn terms(s: &str) -> Result<Vec<&str>, String> {
         return Err(format!("unbalanced parentheses in the selector {s:?}"));
     }
     out.push(&s[start..]);
+    if out.len() > 1 && out.iter().any(|t| t.trim().is_empty()) {
+        return Err(format!("an empty term in the selector {s:?}"));
+    }
     Ok(out.into_iter().filter(|t| !t.trim().is_empty()).collect())
 }
 
@@ -95,7 +98,11 @@ fn expression(t: &str) -> Result<Expression, String> {
                 .strip_prefix('(')
                 .and_then(|s| s.strip_suffix(')'))
                 .ok_or_else(|| format!("{t:?}: the values of in/notin go in parentheses"))?;
-            let values = inner.split(',').map(|v| v.trim().to_string()).collect();
+            let values: std::collections::BTreeSet<String> =
+                inner.split(',').map(|v| v.trim().to_string()).collect();
+            if values.iter().any(String::is_empty) {
+                return Err(format!("{t:?}: an empty value in the set"));
+            }
             return Ok(if notin {
                 Expression::NotIn(key(k)?, values)
             } else {

@@ -61,4 +61,15 @@ fn the_workload_is_the_controller_with_deployments_named() {
     v["metadata"]["ownerReferences"] =
         serde_json::json!([{"apiVersion": "v1", "kind": "Node", "name": "n", "uid": "o"}]);
     assert_eq!(info(v).workload, NO_CONTROLLER);
+    // A controller a bare pod's author invented, unprintable or huge:
+    // no workload.
+    for (kind, name) in [
+        ("Deploy\u{1b}[2J", "web"),
+        ("ReplicaSet", "web\nnext"),
+        ("StatefulSet", &"a".repeat(300)),
+    ] {
+        let mut v = plain("shop", serde_json::json!({}));
+        v["metadata"]["ownerReferences"] = serde_json::json!([{"apiVersion": "apps/v1", "kind": kind, "name": name, "uid": "o", "controller": true}]);
+        assert_eq!(info(v).workload, NO_CONTROLLER, "{kind:?} {name:?}");
+    }
 }

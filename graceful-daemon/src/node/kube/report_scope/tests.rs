@@ -56,7 +56,17 @@ fn the_scope_widens_by_namespace_and_selector() {
 
 #[test]
 fn a_bad_selector_is_one_line_naming_it() {
-    for bad in ["", "app in web", "tier in (a", "a b=c", "=x", ")("] {
+    for bad in [
+        "",
+        "app in web",
+        "tier in (a",
+        "a b=c",
+        "=x",
+        ")(",
+        "app in ()",
+        "a,,b",
+        "tier in (a,)",
+    ] {
         let e = parse_selector(bad).unwrap_err();
         assert!(!e.contains('\n') && !e.is_empty(), "{bad}: {e}");
     }
