@@ -15,6 +15,9 @@ use serde::{Deserialize, Serialize};
 /// named), and, on a terminating pod's report, the inbound connections
 /// open when it was reported and whether the pod had opted in.
 pub const EVENT_WORKLOAD: &str = "graceful.dev/workload";
+/// The `reportingComponent` (and `source.component`) of every Event the
+/// agents post: what the clients that read Events select on.
+pub const EVENT_COMPONENT: &str = "graceful";
 pub const EVENT_INBOUND_OPEN: &str = "graceful.dev/inbound-open";
 pub const EVENT_OPTED_IN: &str = "graceful.dev/opted-in";
 /// On a released drain's Event (`DrainReleased`, `DrainDeadline`): how

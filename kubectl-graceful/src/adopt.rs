@@ -19,7 +19,7 @@ use k8s_openapi::api::{
     core::v1::Namespace,
 };
 use kube::{
-    api::{ListParams, Patch, PatchParams},
+    api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams},
     Api, Client,
 };
 use serde_json::{json, Value};
@@ -56,24 +56,20 @@ impl Kind {
     }
 }
 
-/// The object as JSON, from its kind's typed API.
-async fn get(client: &Client, ns: &str, kind: Kind, name: &str) -> anyhow::Result<Value> {
-    let v = match kind {
-        Kind::Deployment => serde_json::to_value(
-            Api::<Deployment>::namespaced(client.clone(), ns)
-                .get(name)
-                .await?,
-        )?,
-        Kind::StatefulSet => serde_json::to_value(
-            Api::<StatefulSet>::namespaced(client.clone(), ns)
-                .get(name)
-                .await?,
-        )?,
-        Kind::DaemonSet => {
-            serde_json::to_value(Api::<DaemonSet>::namespaced(client.clone(), ns).get(name).await?)?
-        }
+/// The kind's objects in `ns`, as the API serves them (one dynamic API
+/// for the three kinds: adopt reads and writes JSON).
+fn api(client: &Client, ns: &str, kind: Kind) -> Api<DynamicObject> {
+    let resource = match kind {
+        Kind::Deployment => ApiResource::erase::<Deployment>(&()),
+        Kind::StatefulSet => ApiResource::erase::<StatefulSet>(&()),
+        Kind::DaemonSet => ApiResource::erase::<DaemonSet>(&()),
     };
-    Ok(v)
+    Api::namespaced_with(client.clone(), ns, &resource)
+}
+
+/// The object as JSON.
+async fn get(client: &Client, ns: &str, kind: Kind, name: &str) -> anyhow::Result<Value> {
+    Ok(serde_json::to_value(api(client, ns, kind).get(name).await?)?)
 }
 
 /// Server-side apply of `patch`; the object as the API server made it.
@@ -89,25 +85,10 @@ async fn apply(
     let mut pp = PatchParams::apply(MANAGER);
     pp.dry_run = dry;
     pp.force = force;
-    let p = Patch::Apply(patch);
-    let v = match kind {
-        Kind::Deployment => serde_json::to_value(
-            Api::<Deployment>::namespaced(client.clone(), ns)
-                .patch(name, &pp, &p)
-                .await?,
-        ),
-        Kind::StatefulSet => serde_json::to_value(
-            Api::<StatefulSet>::namespaced(client.clone(), ns)
-                .patch(name, &pp, &p)
-                .await?,
-        ),
-        Kind::DaemonSet => serde_json::to_value(
-            Api::<DaemonSet>::namespaced(client.clone(), ns)
-                .patch(name, &pp, &p)
-                .await?,
-        ),
-    };
-    v.map_err(kube::Error::SerdeError)
+    let made = api(client, ns, kind)
+        .patch(name, &pp, &Patch::Apply(patch))
+        .await?;
+    serde_json::to_value(made).map_err(kube::Error::SerdeError)
 }
 
 /// What server-side apply sends: only what the rules added to the
@@ -193,22 +174,11 @@ async fn enforce(client: &Client, ns: &str) -> String {
 /// The workloads named, or every one of the namespace with `--all`.
 async fn targets(client: &Client, ns: &str, args: &Args) -> anyhow::Result<Vec<(Kind, String)>> {
     if args.all {
-        let lp = ListParams::default();
         let mut out = Vec::new();
-        for d in Api::<Deployment>::namespaced(client.clone(), ns)
-            .list(&lp)
-            .await?
-        {
-            out.push((Kind::Deployment, d.metadata.name.unwrap_or_default()));
-        }
-        for s in Api::<StatefulSet>::namespaced(client.clone(), ns)
-            .list(&lp)
-            .await?
-        {
-            out.push((Kind::StatefulSet, s.metadata.name.unwrap_or_default()));
-        }
-        for d in Api::<DaemonSet>::namespaced(client.clone(), ns).list(&lp).await? {
-            out.push((Kind::DaemonSet, d.metadata.name.unwrap_or_default()));
+        for kind in [Kind::Deployment, Kind::StatefulSet, Kind::DaemonSet] {
+            for o in api(client, ns, kind).list(&ListParams::default()).await? {
+                out.push((kind, o.metadata.name.unwrap_or_default()));
+            }
         }
         return Ok(out);
     }

@@ -15,7 +15,7 @@
 
 use graceful_api::{
     termination::{
-        Outcome, EVENT_GRACE_PERIOD_S, EVENT_INBOUND_OPEN, EVENT_MAX_MS, EVENT_OPTED_IN,
+        Outcome, EVENT_COMPONENT, EVENT_GRACE_PERIOD_S, EVENT_INBOUND_OPEN, EVENT_MAX_MS, EVENT_OPTED_IN,
         EVENT_RELEASE_REASON, EVENT_WAITED_MS, EVENT_WORKLOAD,
     },
     views::{at_risk::Seen, recommend::Drain, table::table},
@@ -23,9 +23,6 @@ use graceful_api::{
 };
 use k8s_openapi::{api::core::v1::Event, jiff::Timestamp};
 use kube::{api::ListParams, Api, Client};
-
-/// The component graceful's agents post Events as.
-const COMPONENT: &str = "graceful";
 
 /// Where to list: a namespace (`-n`, else the kubeconfig's), or all.
 pub enum Where<'a> {
@@ -42,7 +39,7 @@ pub async fn list(client: Client, at: Where<'_>) -> anyhow::Result<Vec<Event>> {
             (Api::namespaced(client, &ns), format!("namespace {ns}"))
         }
     };
-    let params = ListParams::default().fields(&format!("reportingComponent={COMPONENT}"));
+    let params = ListParams::default().fields(&format!("reportingComponent={EVENT_COMPONENT}"));
     let mut items = match api.list(&params).await {
         Ok(l) => l.items,
         Err(kube::Error::Api(s)) if s.code == 403 => anyhow::bail!(

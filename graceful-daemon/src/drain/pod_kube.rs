@@ -37,11 +37,7 @@ impl PodKube {
         PodFacts {
             annotations: p.annotations.clone(),
             container,
-            // Once deleted, the deletion's own grace period is the one the
-            // kubelet enforces (`kubectl delete --grace-period`).
-            grace_period_seconds: p
-                .deletion_grace_period_seconds
-                .or(p.termination_grace_period_seconds),
+            grace_period_seconds: p.grace_period_seconds(),
             deletion_requested_unix_ms: p
                 .deletion_requested_at()
                 .and_then(|t| u64::try_from(t.as_millisecond()).ok()),
@@ -132,10 +128,7 @@ impl PodKube {
             (EVENT_RELEASE_REASON, rep.reason.as_str().to_string()),
             (EVENT_MAX_MS, max_ms.to_string()),
         ];
-        let grace = self.store.get(&r.pod).and_then(|p| {
-            p.deletion_grace_period_seconds
-                .or(p.termination_grace_period_seconds)
-        });
+        let grace = self.store.get(&r.pod).and_then(|p| p.grace_period_seconds());
         notes.extend(grace.map(|g| (EVENT_GRACE_PERIOD_S, g.to_string())));
         self.post_with(&r.pod, reason, message, deadline, notes);
     }

@@ -33,7 +33,7 @@ use graceful_api::{
 
 use crate::duration;
 
-pub const PREFIX: &str = "graceful.dev/";
+pub use crate::node::kube::adoption::PREFIX;
 /// The project's annotations that are not drain settings: the httpGet
 /// gate's opt-in and port (crate::serve::httpgate), and what injection by
 /// label (deploy/inject) writes and reads. Known, so never "unknown".

@@ -15,8 +15,9 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::{api::core::v1::PodSpec, apimachinery::pkg::apis::meta::v1::ObjectMeta};
 
-/// The prefix of graceful's annotations and labels.
-const PREFIX: &str = "graceful.dev/";
+/// The prefix of graceful's annotations and labels (the drain settings'
+/// too).
+pub const PREFIX: &str = "graceful.dev/";
 /// What the exec gate runs (from the gate directory or an image volume).
 const WAIT: &str = "graceful-wait";
 /// The workload of a pod without a controller.

@@ -36,7 +36,7 @@ use kube::{
 use tracing::{debug, warn};
 
 /// The component name Events are posted under.
-pub const COMPONENT: &str = "graceful";
+pub const COMPONENT: &str = graceful_api::termination::EVENT_COMPONENT;
 /// The API server's limit on `message` (bytes).
 const MESSAGE_LIMIT: usize = 1024;
 

@@ -168,6 +168,13 @@ impl PodInfo {
         )
     }
 
+    /// The grace period the kubelet enforces: the deletion's own once
+    /// deleted (`kubectl delete --grace-period`), else the spec's.
+    pub fn grace_period_seconds(&self) -> Option<i64> {
+        self.deletion_grace_period_seconds
+            .or(self.termination_grace_period_seconds)
+    }
+
     pub fn terminating(&self) -> bool {
         self.deletion_timestamp.is_some()
     }
