@@ -67,13 +67,35 @@ fn commit() -> anyhow::Result<()> {
     println!("cargo:rerun-if-env-changed=GRACEFUL_COMMIT");
     let given = env::var("GRACEFUL_COMMIT").ok().filter(|c| !c.is_empty());
     let root = PathBuf::from(env::var("CARGO_MANIFEST_DIR")?).join("..");
-    let git = root.join(".git");
     let commit = given.or_else(|| {
+        // A worktree's .git is a file naming its own git directory, which
+        // holds its HEAD; the branches are the common directory's.
+        let (git, common) = match std::fs::read_to_string(root.join(".git")) {
+            Ok(file) => {
+                let git = PathBuf::from(file.trim().strip_prefix("gitdir: ")?);
+                let common = std::fs::read_to_string(git.join("commondir"))
+                    .map_or_else(|_| git.clone(), |c| git.join(c.trim()));
+                (git, common)
+            }
+            Err(_) => (root.join(".git"), root.join(".git")),
+        };
         let head = std::fs::read_to_string(git.join("HEAD")).ok()?;
         println!("cargo:rerun-if-changed={}", git.join("HEAD").display());
         if let Some(r) = head.trim().strip_prefix("ref: ") {
-            println!("cargo:rerun-if-changed={}", git.join(r).display());
-            println!("cargo:rerun-if-changed={}", git.join("packed-refs").display());
+            // Only what exists: cargo runs this again on every build while a
+            // watched file is missing (a repository may have no packed-refs,
+            // and a branch only there has no loose file until it moves: then
+            // its directory is watched, to see the file appear).
+            let loose = common.join(r);
+            let watched = match loose.exists() {
+                true => loose,
+                false => loose.parent()?.to_path_buf(),
+            };
+            for f in [watched, common.join("packed-refs")] {
+                if f.exists() {
+                    println!("cargo:rerun-if-changed={}", f.display());
+                }
+            }
         }
         let out = std::process::Command::new("git")
             .arg("-C")

@@ -7,6 +7,7 @@
 pub mod agent;
 pub mod cgroup;
 pub mod cluster;
+pub mod elf;
 pub mod gate;
 pub mod http_hook;
 pub mod k8s;

@@ -23,8 +23,6 @@
 
 #[path = "manifests/containerfile.rs"]
 mod containerfile;
-#[path = "manifests/elf.rs"]
-mod elf;
 #[path = "manifests/objects.rs"]
 mod objects;
 #[path = "manifests/rules.rs"]
@@ -57,6 +55,7 @@ use std::{
 
 use graceful::drain::settings::{self, PodFacts};
 use graceful_api::{hook_query, Accepted, DrainRequest};
+use graceful_tests::elf;
 use graceful_wait::args as wait_args;
 use k8s_openapi::api::{
     apps::v1::DaemonSet,

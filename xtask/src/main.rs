@@ -101,7 +101,10 @@ fn image(push: Option<&str>) -> anyhow::Result<()> {
         xtask::image::size_mib(&built.archive),
         built.archive.display()
     );
-    println!("image id   sha256:{}", built.id);
+    println!("index      sha256:{}", built.index);
+    for (arch, id) in &built.images {
+        println!("{:<10} sha256:{id} (image id)", arch.oci);
+    }
     if let Some(repo) = push {
         for dest in built.push(repo)? {
             println!("pushed     {dest}");

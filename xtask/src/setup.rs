@@ -20,6 +20,9 @@ use crate::util::{self, output};
 /// The eBPF side builds with this toolchain (it needs `-Z build-std`).
 pub const NIGHTLY: &str = "nightly";
 pub const MUSL: &str = "x86_64-unknown-linux-musl";
+/// arm64's static target: the image's second architecture, cross-built
+/// with Debian's gcc-aarch64-linux-gnu (.cargo/config.toml names it).
+pub const MUSL_ARM64: &str = "aarch64-unknown-linux-musl";
 pub const BPF_LINKER_VERSION: &str = "0.13.0";
 /// Runs the fuzz targets in fuzz/ (`cargo xtask fuzz`, which installs it).
 pub const CARGO_FUZZ_VERSION: &str = "0.13.2";
@@ -37,6 +40,9 @@ const APT: &[&[&str]] = &[
     &["busybox-static"],               // the guests' userland
     &["xz-utils"],                     // unpacks the compressed modules of Debian 6.12 kernels (vm-test)
     &["musl-tools"],                   // musl-gcc: ring (rustls) compiles C for the static builds
+    &["gcc-aarch64-linux-gnu"],        // arm64's static builds: the linker, and ring's C
+    &["libc6-dev-arm64-cross"],        // the headers ring's C includes for arm64
+    &["qemu-user"],                    // qemu-aarch64: the image test runs arm64's binaries (no binfmt)
     &["kubernetes-client", "kubectl"], // kubectl kustomize, offline, for the manifest tests
     // The test node of `cargo xtask cluster` (Kubernetes, containerd 2 and
     // etcd are built from their Go modules: cluster/build.rs):
@@ -211,7 +217,7 @@ fn rust_src() -> anyhow::Result<()> {
 pub const MACOS: [&str; 2] = ["aarch64-apple-darwin", "x86_64-apple-darwin"];
 
 fn musl_target() -> anyhow::Result<()> {
-    for target in std::iter::once(MUSL).chain(MACOS) {
+    for target in [MUSL, MUSL_ARM64].into_iter().chain(MACOS) {
         rust_target(target)?;
     }
     Ok(())

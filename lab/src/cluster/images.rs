@@ -410,7 +410,7 @@ pub fn import(paths: &Paths, bins: &Binaries, kube: &Kube) -> anyhow::Result<Vec
             &id[..12]
         );
     }
-    Ok(vec![bins.agent.id.clone(), bins.agent.manifest.clone()])
+    Ok(vec![bins.agent.id.clone(), bins.agent.index.clone()])
 }
 
 /// The agent's image, from `cargo xtask image`'s OCI archive, under the
@@ -480,14 +480,25 @@ fn config_digest(paths: &Paths, kube: &Kube, name: &str) -> anyhow::Result<Strin
             .arg("-q"),
     )?;
     anyhow::ensure!(out.lines().any(|l| l.trim() == name), "{name} is not held");
-    // `ctr images ls` names the manifest digest; the id is the config's,
-    // which the CRI lists as the image's id.
-    let manifest = util::output(
-        ctr(paths, kube)
-            .args(["content", "get"])
-            .arg(image_digest(paths, kube, name)?),
-    )?;
-    let v: serde_json::Value = serde_json::from_str(&manifest)?;
+    // `ctr images ls` names the manifest digest, or an index's (the
+    // agent's: amd64 and arm64), whose entry for this machine's
+    // architecture is the manifest; the id is the config's, which the CRI
+    // lists as the image's id.
+    let get = |digest: &str| -> anyhow::Result<serde_json::Value> {
+        let text = util::output(ctr(paths, kube).args(["content", "get", digest]))?;
+        Ok(serde_json::from_str(&text)?)
+    };
+    let mut v = get(&image_digest(paths, kube, name)?)?;
+    if let Some(entries) = v["manifests"].as_array() {
+        let arch = xtask::image::host_arch().map_or(std::env::consts::ARCH, |a| a.oci);
+        let digest = entries
+            .iter()
+            .find(|m| m["platform"]["architecture"] == arch)
+            .and_then(|m| m["digest"].as_str())
+            .with_context(|| format!("{name}'s index has no {arch} image"))?
+            .to_string();
+        v = get(&digest)?;
+    }
     v["config"]["digest"]
         .as_str()
         .and_then(|d| d.strip_prefix("sha256:"))

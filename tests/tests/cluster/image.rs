@@ -11,6 +11,7 @@ use graceful_tests::cluster::{
 };
 
 use super::node;
+use graceful_tests::elf;
 
 /// One file out of a tar archive.
 fn member(archive: &Path, name: &str) -> Vec<u8> {
@@ -38,6 +39,128 @@ fn json(bytes: &[u8]) -> serde_json::Value {
     serde_json::from_slice(bytes).expect("JSON")
 }
 
+/// The files of a layer (a gzipped tar in the archive): (mode line, name).
+fn layer_files(archive: &Path, digest: &str) -> Vec<(String, String)> {
+    let hex = digest.trim_start_matches("sha256:");
+    let out = Command::new("sh")
+        .args(["-c", r#"tar -xOf "$0" "blobs/sha256/$1" | tar -tzv"#])
+        .arg(archive)
+        .arg(hex)
+        .output()
+        .expect("sh");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with('-'))
+        .filter_map(|l| Some((l.to_string(), l.split_whitespace().last()?.to_string())))
+        .collect()
+}
+
+/// A directory of the test's, taken away with it.
+struct Scratch(std::path::PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// One file out of a layer.
+fn layer_file(archive: &Path, digest: &str, name: &str) -> Vec<u8> {
+    let hex = digest.trim_start_matches("sha256:");
+    let out = Command::new("sh")
+        .args(["-c", r#"tar -xOf "$0" "blobs/sha256/$1" | tar -xzO "$2""#])
+        .arg(archive)
+        .arg(hex)
+        .arg(name)
+        .output()
+        .expect("sh");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    out.stdout
+}
+
+/// What one architecture's image holds: FROM scratch, one layer of the two
+/// static binaries built for that machine, the Containerfile's entrypoint
+/// and labels.
+fn check_platform_image(archive: &Path, manifest: &serde_json::Value, arch: &str) -> PlatformImage {
+    let config_digest = manifest["config"]["digest"]
+        .as_str()
+        .expect("a config")
+        .to_string();
+    let config = json(&blob(archive, &config_digest));
+    assert_eq!(config["architecture"], arch, "{arch}'s config: {config}");
+    assert_eq!(config["os"], "linux", "{arch}'s config");
+    let layers = manifest["layers"].as_array().expect("layers");
+    assert_eq!(
+        layers.len(),
+        1,
+        "FROM scratch and two COPY lines make one layer: {manifest}"
+    );
+    let layer = layers[0]["digest"].as_str().unwrap().to_string();
+    let files = layer_files(archive, &layer);
+    let names: Vec<&str> = files.iter().map(|(_, n)| n.as_str()).collect();
+    assert_eq!(names, ["graceful", "graceful-wait"], "{arch}: {files:?}");
+    let machine = match arch {
+        "amd64" => elf::EM_X86_64,
+        "arm64" => elf::EM_AARCH64,
+        other => panic!("the image has no {other}"),
+    };
+    let mut object = Vec::new();
+    for (mode, name) in &files {
+        assert!(
+            mode.starts_with("-rwxr-xr-x"),
+            "the binaries are executable: {mode}"
+        );
+        let exe = layer_file(archive, &layer, name);
+        if name == "graceful" {
+            let objects = elf::embedded_bpf_objects(&exe);
+            assert_eq!(objects.len(), 1, "{arch}'s agent embeds one eBPF object");
+            object = objects[0].to_vec();
+        }
+        let l = elf::linkage(&exe).unwrap_or_else(|e| panic!("{arch}'s {name}: {e}"));
+        assert!(l.is_static(), "{arch}'s {name} is not static: {l:?}");
+        assert_eq!(l.machine, machine, "{arch}'s {name} is built for another machine");
+    }
+    assert_eq!(
+        config["config"]["Entrypoint"],
+        serde_json::json!(["/graceful", "daemon"]),
+        "{arch}"
+    );
+    let labels = &config["config"]["Labels"];
+    assert_eq!(labels["org.opencontainers.image.title"], "graceful", "{labels}");
+    assert_eq!(
+        labels["org.opencontainers.image.licenses"], "Apache-2.0",
+        "{labels}"
+    );
+    assert_eq!(
+        labels["org.opencontainers.image.version"],
+        env!("CARGO_PKG_VERSION"),
+        "{labels}"
+    );
+    let revision = labels["org.opencontainers.image.revision"]
+        .as_str()
+        .expect("a revision label")
+        .to_string();
+    PlatformImage {
+        config: config_digest,
+        revision,
+        layer,
+        object,
+    }
+}
+
+/// One architecture's image, as [`check_platform_image`] found it.
+struct PlatformImage {
+    /// The config's digest: the image id.
+    config: String,
+    /// The commit its revision label names.
+    revision: String,
+    /// The digest of its one layer.
+    layer: String,
+    /// The eBPF object its agent embeds.
+    object: Vec<u8>,
+}
+
 #[test]
 fn the_node_runs_the_image_built_from_the_containerfile() {
     let (cluster, _serial) = node();
@@ -49,26 +172,92 @@ fn the_node_runs_the_image_built_from_the_containerfile() {
         archive.display()
     );
 
-    // The archive: one image, named as deploy/base runs it.
-    let index = json(&member(&archive, "index.json"));
-    let manifests = index["manifests"].as_array().expect("an OCI index");
-    assert_eq!(manifests.len(), 1, "{index}");
+    // The archive: one image index, named as deploy/base runs it, of an
+    // amd64 and an arm64 image.
+    let top = json(&member(&archive, "index.json"));
+    let entries = top["manifests"].as_array().expect("an OCI layout");
+    assert_eq!(entries.len(), 1, "{top}");
     assert_eq!(
-        manifests[0]["annotations"]["org.opencontainers.image.ref.name"], AGENT_IMAGE,
+        entries[0]["annotations"]["org.opencontainers.image.ref.name"], AGENT_IMAGE,
+        "{top}"
+    );
+    let index_digest = entries[0]["digest"].as_str().unwrap().to_string();
+    let index = json(&blob(&archive, &index_digest));
+    assert_eq!(
+        index["mediaType"], "application/vnd.oci.image.index.v1+json",
         "{index}"
     );
-    let manifest = json(&blob(&archive, manifests[0]["digest"].as_str().unwrap()));
-    let config_digest = manifest["config"]["digest"]
-        .as_str()
-        .expect("a config")
-        .to_string();
-    let config = json(&blob(&archive, &config_digest));
+    let platforms: Vec<(String, String)> = index["manifests"]
+        .as_array()
+        .expect("an index")
+        .iter()
+        .map(|m| {
+            (
+                format!(
+                    "{}/{}",
+                    m["platform"]["os"].as_str().unwrap_or("?"),
+                    m["platform"]["architecture"].as_str().unwrap_or("?")
+                ),
+                m["digest"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let names: Vec<&str> = platforms.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(names, ["linux/amd64", "linux/arm64"], "{index}");
+    let mut images = Vec::new();
+    for (platform, digest) in &platforms {
+        let arch = platform.strip_prefix("linux/").unwrap();
+        let manifest = json(&blob(&archive, digest));
+        images.push((arch, check_platform_image(&archive, &manifest, arch)));
+    }
+    let [(_, amd), (_, arm)] = &images[..] else {
+        unreachable!()
+    };
+    let (amd64, arm64, revision) = (&amd.config, &arm.config, &amd.revision);
+    assert_eq!(
+        revision, &arm.revision,
+        "both architectures are built from one commit"
+    );
+    assert_ne!(amd64, arm64, "two images");
+    // The kernel programs are the same on both, instruction for
+    // instruction: built against arm64's bindings of the kernel's context
+    // structs (`bpf_sock_ops`, `__sk_buff`), which are UAPI and laid out
+    // alike, and reading every other struct's offsets from the running
+    // kernel's BTF. Only the debug info and the BTF's type names differ
+    // (`aya_ebpf_bindings::aarch64::...`).
+    let code = |o: &[u8]| -> Vec<(String, Vec<u8>)> {
+        elf::sections(o)
+            .expect("the eBPF object's sections")
+            .into_iter()
+            .filter(|(n, _)| ![".debug", ".rel.debug", ".BTF"].iter().any(|p| n.starts_with(p)))
+            .map(|(n, d)| (n, d.to_vec()))
+            .collect()
+    };
+    let (ours, theirs) = (code(&amd.object), code(&arm.object));
+    let differ: Vec<&str> = ours
+        .iter()
+        .zip(&theirs)
+        .filter(|(a, b)| a != b)
+        .map(|((n, _), _)| n.as_str())
+        .collect();
+    assert!(
+        ours.len() == theirs.len() && differ.is_empty(),
+        "arm64's agent embeds other kernel programs than amd64's: sections {differ:?} differ"
+    );
+    let programs: Vec<&str> = ours
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .filter(|n| n.starts_with("sockops") || n.starts_with("tp_btf/") || n.starts_with("iter/"))
+        .collect();
+    assert!(
+        programs.contains(&"sockops"),
+        "the programs compared: {programs:?}"
+    );
 
-    // The node's agent pod runs exactly this image. The kubelet reports
-    // the config's digest, or, once the image has a registry's name too
-    // (the push test's pull), that registry's manifest digest, which is the
-    // archive's: buildah writes the same manifest to both.
-    let manifest_digest = manifests[0]["digest"].as_str().unwrap().to_string();
+    // The node's agent pod runs exactly this image: the kubelet reports
+    // amd64's config digest, or, once the image has a registry's name too
+    // (the push test's pull), that registry's index digest, which is the
+    // archive's: buildah writes the same index to both.
     let pods = cluster.json(&["-n", AGENT_NAMESPACE, "get", "pods", "-l", AGENT_SELECTOR]);
     let running: Vec<String> = pods["items"]
         .as_array()
@@ -80,69 +269,61 @@ fn the_node_runs_the_image_built_from_the_containerfile() {
     assert!(!running.is_empty(), "no agent pod: {pods}");
     for id in &running {
         assert!(
-            id.ends_with(&config_digest) || id.ends_with(&format!("@{manifest_digest}")),
-            "the agent pod runs {id}, not the image built last (config {config_digest}, \
-             manifest {manifest_digest}): `cargo xtask cluster up` imports the image \
+            id.ends_with(amd64.as_str()) || id.ends_with(&format!("@{index_digest}")),
+            "the agent pod runs {id}, not the image built last (amd64's config {amd64}, \
+             index {index_digest}): `cargo xtask cluster up` imports the image \
              `cargo xtask image` built last"
         );
     }
-    // FROM scratch: one layer, the two static binaries and nothing else.
-    let layers = manifest["layers"].as_array().expect("layers");
-    assert_eq!(
-        layers.len(),
-        1,
-        "FROM scratch and two COPY lines make one layer: {manifest}"
-    );
-    let hex = layers[0]["digest"]
-        .as_str()
-        .unwrap()
-        .trim_start_matches("sha256:");
-    let out = Command::new("sh")
-        .args(["-c", r#"tar -xOf "$0" "blobs/sha256/$1" | tar -tzv"#])
-        .arg(&archive)
-        .arg(hex)
-        .output()
-        .expect("sh");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let listing = String::from_utf8_lossy(&out.stdout).to_string();
-    let files: Vec<&str> = listing
-        .lines()
-        .filter(|l| l.starts_with('-'))
-        .filter_map(|l| l.split_whitespace().last())
-        .collect();
-    assert_eq!(files, ["graceful", "graceful-wait"], "{listing}");
-    for l in listing.lines().filter(|l| l.starts_with('-')) {
-        assert!(l.starts_with("-rwxr-xr-x"), "the binaries are executable: {l}");
-    }
-
-    // The config: the Containerfile's entrypoint, its labels, the version
-    // and the commit the binaries name.
-    assert_eq!(
-        config["config"]["Entrypoint"],
-        serde_json::json!(["/graceful", "daemon"])
-    );
-    let labels = &config["config"]["Labels"];
-    assert_eq!(labels["org.opencontainers.image.title"], "graceful", "{labels}");
-    assert_eq!(
-        labels["org.opencontainers.image.licenses"], "Apache-2.0",
-        "{labels}"
-    );
-    assert_eq!(labels["org.opencontainers.image.version"], version, "{labels}");
     let out = cluster.agent(&["--version"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let said = String::from_utf8_lossy(&out.stdout).to_string();
-    let revision = labels["org.opencontainers.image.revision"]
-        .as_str()
-        .expect("a revision label");
     assert_eq!(
         said.trim(),
         format!("graceful {version} ({revision})"),
         "the image's revision label is the commit its agent names"
     );
 
+    // arm64's binaries run, on an emulated arm64 CPU (qemu's user mode:
+    // the program's own instructions, this kernel's syscalls), and name
+    // the same commit.
+    let dir = Scratch(std::env::temp_dir().join(graceful_tests::unique("arm64-image")));
+    std::fs::create_dir(&dir.0).unwrap();
+    let mut arm_said = Vec::new();
+    for (bin, args) in [("graceful", ["--version"]), ("graceful-wait", ["--help"])] {
+        let path = dir.0.join(bin);
+        std::fs::write(&path, layer_file(&archive, &arm.layer, bin)).unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let out = Command::new("qemu-aarch64")
+            .arg(&path)
+            .args(args)
+            .output()
+            .expect("qemu-aarch64 (Debian's qemu-user: `cargo xtask setup`)");
+        assert!(
+            out.status.success(),
+            "arm64's {bin} {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        arm_said.push(String::from_utf8_lossy(&out.stdout).trim().to_string());
+    }
+    assert_eq!(
+        arm_said[0],
+        format!("graceful {version} ({revision})"),
+        "arm64's agent names the commit"
+    );
+    assert!(
+        arm_said[1].starts_with("usage: graceful-wait"),
+        "arm64's hook: {arm_said:?}"
+    );
+
     eprintln!(
-        "image {AGENT_IMAGE}: {config_digest}, layer files {files:?}, revision {revision}, run by {} pod(s)",
-        running.len()
+        "image {AGENT_IMAGE}: index {index_digest}; amd64 {amd64}, arm64 {arm64}; revision \
+         {revision}; the same {} program sections in both agents' eBPF objects; run by {} pod(s); arm64 under qemu-aarch64 says {:?} and {:?}",
+        programs.len(),
+        running.len(),
+        arm_said[0],
+        arm_said[1].lines().next().unwrap_or_default()
     );
 }
 

@@ -17,6 +17,8 @@ pub struct Stage {
     pub base: String,
     /// `AS name`, if given.
     pub name: Option<String>,
+    /// `--platform=...`, if given.
+    pub platform: Option<String>,
     pub instructions: Vec<Instruction>,
 }
 
@@ -63,9 +65,14 @@ pub fn parse(text: &str) -> Vec<Stage> {
                 [_, kw, name] if kw.eq_ignore_ascii_case("as") => Some(name.to_string()),
                 _ => None,
             };
+            let platform = args
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix("--platform="))
+                .map(str::to_string);
             stages.push(Stage {
                 base: words.first().copied().unwrap_or_default().to_string(),
                 name,
+                platform,
                 instructions: Vec::new(),
             });
         } else if let Some(stage) = stages.last_mut() {
@@ -119,14 +126,15 @@ pub fn copy(i: &Instruction) -> Copy {
 #[test]
 fn parses_stages_continuations_and_copies() {
     let text =
-        "ARG X=1\nFROM rust:1 AS builder\n# a comment\nRUN a \\\n  # inside\n  b\nCOPY --chown=0:0 x y /d/\n\
+        "ARG X=1\nFROM --platform=$BUILDPLATFORM rust:1 AS builder\n# a comment\nRUN a \\\n  # inside\n  b\nCOPY --chown=0:0 x y /d/\n\
                 FROM scratch\nCOPY --from=builder [\"/a b\", \"/c\"]\nENTRYPOINT [\"/c\"]\n";
     let s = parse(text);
     assert_eq!(s.len(), 2);
     assert_eq!(
-        (s[0].base.as_str(), s[0].name.as_deref()),
-        ("rust:1", Some("builder"))
+        (s[0].base.as_str(), s[0].name.as_deref(), s[0].platform.as_deref()),
+        ("rust:1", Some("builder"), Some("$BUILDPLATFORM"))
     );
+    assert_eq!(s[1].platform, None);
     let run = s[0].all("RUN").next().unwrap();
     assert_eq!(
         (run.args.split_whitespace().collect::<Vec<_>>(), run.line),

@@ -1,7 +1,15 @@
 //! The Containerfile: the paths it copies exist, its binaries are the
-//! workspace's own [[bin]] targets, and they link statically for musl.
+//! workspace's own [[bin]] targets, built for each architecture's musl
+//! target, and they link statically for musl (this machine's; the image
+//! test of the node reads the arm64 image's).
 
 use super::*;
+
+/// The image's architectures (the OCI name) and the musl target each is
+/// built for, as xtask's image task builds them.
+const ARCHES: [(&str, &str); 2] = [("amd64", MUSL), ("arm64", "aarch64-unknown-linux-musl")];
+/// Where the builder stage leaves the binaries, whatever the architecture.
+const BUILDER_OUT: &str = "/out/";
 
 /// The binaries the image takes from the builder stage: (destination, bin
 /// target, package), after checking every path the Containerfile names.
@@ -51,7 +59,9 @@ fn image_binaries() -> Vec<(String, String, String)> {
         );
     }
 
-    // What the image takes from the builder: the workspace's own binaries.
+    // What the image takes from the builder: the workspace's own binaries,
+    // built for the architecture the image is built for (TARGETARCH), on
+    // the build machine's own (BUILDPLATFORM: a cross build, no emulator).
     let mut bins = Vec::new();
     for i in last.all("COPY") {
         let c = containerfile::copy(i);
@@ -60,31 +70,42 @@ fn image_binaries() -> Vec<(String, String, String)> {
             .iter()
             .find(|s| s.name.as_deref() == Some(from.as_str()))
             .unwrap_or_else(|| panic!("Containerfile line {}: no stage {from}", i.line));
-        let workdir = &builder
-            .all("WORKDIR")
-            .last()
-            .expect("the builder sets no WORKDIR")
-            .args;
-        let prefix = format!("{}/target/{MUSL}/release/", workdir.trim_end_matches('/'));
+        assert_eq!(
+            builder.platform.as_deref(),
+            Some("$BUILDPLATFORM"),
+            "Containerfile: the builder runs on the build machine's platform (FROM --platform=$BUILDPLATFORM)"
+        );
+        assert!(
+            builder.all("ARG").any(|a| a.args.trim() == "TARGETARCH"),
+            "Containerfile: the builder reads TARGETARCH"
+        );
+        let build = builder
+            .all("RUN")
+            .map(|r| r.args.split_whitespace().collect::<Vec<_>>().join(" "))
+            .find(|r| r.contains("cargo build"))
+            .expect("the builder runs no `cargo build`");
+        for (arch, target) in ARCHES {
+            let case = format!("{arch}) target={target} ;;");
+            assert!(
+                build.contains(&case),
+                "Containerfile: `{build}` does not build {target} for {arch} (`{case}`)"
+            );
+        }
         for s in &c.sources {
             let bin = s
-                .strip_prefix(&prefix)
-                .unwrap_or_else(|| panic!("Containerfile line {}: {s} is not under {prefix}", i.line));
+                .strip_prefix(BUILDER_OUT)
+                .unwrap_or_else(|| panic!("Containerfile line {}: {s} is not under {BUILDER_OUT}", i.line));
             let pkg = ws.bins.get(bin).unwrap_or_else(|| {
                 panic!(
                     "Containerfile line {}: {bin} is no [[bin]] of the workspace",
                     i.line
                 )
             });
-            let build = builder
-                .all("RUN")
-                .map(|r| r.args.split_whitespace().collect::<Vec<_>>().join(" "))
-                .find(|r| r.contains("cargo build"))
-                .expect("the builder runs no `cargo build`");
             for want in [
                 "--release".to_string(),
-                format!("--target {MUSL}"),
+                r#"--target "$target""#.to_string(),
                 format!("-p {pkg}"),
+                format!(r#""target/$target/release/{bin}""#),
             ] {
                 assert!(build.contains(&want), "Containerfile: `{build}` lacks {want}");
             }
@@ -191,6 +212,30 @@ fn the_containerfile_binaries_link_statically() {
             l.interp,
             l.needed
         );
+        assert_eq!(
+            l.machine,
+            elf::EM_X86_64,
+            "{} is not built for x86-64",
+            exe.display()
+        );
         eprintln!("{bin}: static ({} bytes)", data.len());
     }
+}
+
+/// The parser against a binary known to be dynamic: this test executable
+/// (glibc, built for the host) has a loader and needs libc.
+#[test]
+fn the_elf_reader_sees_a_dynamic_executable() {
+    let me = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+    let l = elf::linkage(&me).unwrap();
+    assert!(!l.is_static(), "{l:?}");
+    assert!(l.interp.as_deref().is_some_and(|i| i.contains("ld-")), "{l:?}");
+    assert!(l.needed.iter().any(|n| n.starts_with("libc.so")), "{l:?}");
+    let native = match std::env::consts::ARCH {
+        "x86_64" => elf::EM_X86_64,
+        "aarch64" => elf::EM_AARCH64,
+        other => panic!("no e_machine known for {other}"),
+    };
+    assert_eq!(l.machine, native, "{l:?}");
+    assert!(elf::linkage(b"#!/bin/sh\n").is_err());
 }

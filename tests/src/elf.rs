@@ -1,7 +1,8 @@
 //! Just enough ELF64 to tell a static executable from a dynamic one: a
 //! dynamic one names its loader (`PT_INTERP`) and the libraries it needs
 //! (`DT_NEEDED` entries of `PT_DYNAMIC`). A static-pie has a `PT_DYNAMIC`
-//! for its own relocations, but neither of those.
+//! for its own relocations, but neither of those. And the machine it is
+//! built for (`e_machine`).
 
 const PT_LOAD: u32 = 1;
 const PT_DYNAMIC: u32 = 2;
@@ -9,9 +10,15 @@ const PT_INTERP: u32 = 3;
 const DT_NULL: u64 = 0;
 const DT_NEEDED: u64 = 1;
 const DT_STRTAB: u64 = 5;
+/// `e_machine` of an x86-64 executable.
+pub const EM_X86_64: u16 = 62;
+/// `e_machine` of an arm64 executable.
+pub const EM_AARCH64: u16 = 183;
 
 #[derive(Debug, PartialEq, Eq)]
 pub struct Linkage {
+    /// The machine it runs on: [`EM_X86_64`], [`EM_AARCH64`], ...
+    pub machine: u16,
     /// The program interpreter, if any (`/lib64/ld-linux-x86-64.so.2`).
     pub interp: Option<String>,
     /// The shared libraries it needs.
@@ -78,6 +85,7 @@ pub fn linkage(b: &[u8]) -> Result<Linkage, String> {
     };
 
     let mut out = Linkage {
+        machine: u16_at(b, 0x12)? as u16,
         interp: None,
         needed: Vec::new(),
     };
@@ -108,14 +116,74 @@ pub fn linkage(b: &[u8]) -> Result<Linkage, String> {
     Ok(out)
 }
 
-/// The parser against a binary known to be dynamic: this test executable
-/// (glibc, built for the host) has a loader and needs libc.
-#[test]
-fn sees_a_dynamic_executable() {
-    let me = std::fs::read(std::env::current_exe().unwrap()).unwrap();
-    let l = linkage(&me).unwrap();
-    assert!(!l.is_static(), "{l:?}");
-    assert!(l.interp.as_deref().is_some_and(|i| i.contains("ld-")), "{l:?}");
-    assert!(l.needed.iter().any(|n| n.starts_with("libc.so")), "{l:?}");
-    assert!(linkage(b"#!/bin/sh\n").is_err());
+/// `e_machine` of an eBPF object.
+pub const EM_BPF: u16 = 247;
+const ET_REL: usize = 1;
+const SHT_NOBITS: u32 = 8;
+
+/// The eBPF objects embedded whole in a file (as the agent embeds its
+/// kernel programs): each relocatable ELF64 for [`EM_BPF`], from its magic
+/// to the end of its last section or of its section header table.
+pub fn embedded_bpf_objects(b: &[u8]) -> Vec<&[u8]> {
+    let mut found = Vec::new();
+    let mut at = 0;
+    while let Some(i) = b[at..].windows(6).position(|w| w == b"\x7fELF\x02\x01") {
+        let start = at + i;
+        match bpf_object_len(&b[start..]) {
+            Ok(len) => {
+                found.push(&b[start..start + len]);
+                at = start + len;
+            }
+            Err(_) => at = start + 1,
+        }
+    }
+    found
+}
+
+fn bpf_object_len(b: &[u8]) -> Result<usize, String> {
+    if u16_at(b, 0x10)? != ET_REL || u16_at(b, 0x12)? as u16 != EM_BPF {
+        return Err("not a relocatable eBPF object".into());
+    }
+    let (shoff, shentsize, shnum) = (u64_at(b, 0x28)? as usize, u16_at(b, 0x3a)?, u16_at(b, 0x3c)?);
+    let mut end = shoff
+        .checked_add(shentsize * shnum)
+        .ok_or("section header table past the end")?;
+    for i in 0..shnum {
+        let h = shoff + i * shentsize;
+        if u32_at(b, h + 4)? != SHT_NOBITS {
+            end = end.max((u64_at(b, h + 0x18)? + u64_at(b, h + 0x20)?) as usize);
+        }
+    }
+    if end > b.len() {
+        return Err("truncated eBPF object".into());
+    }
+    Ok(end)
+}
+
+/// The sections of an ELF64 object: (name, contents; empty for NOBITS).
+pub fn sections(b: &[u8]) -> Result<Vec<(String, &[u8])>, String> {
+    let (shoff, shentsize, shnum) = (u64_at(b, 0x28)? as usize, u16_at(b, 0x3a)?, u16_at(b, 0x3c)?);
+    let strndx = u16_at(b, 0x3e)?;
+    let header = |i: usize| -> Result<(u32, u32, usize, usize), String> {
+        let h = shoff + i * shentsize;
+        Ok((
+            u32_at(b, h)?,
+            u32_at(b, h + 4)?,
+            u64_at(b, h + 0x18)? as usize,
+            u64_at(b, h + 0x20)? as usize,
+        ))
+    };
+    let names = header(strndx)?.2;
+    let mut out = Vec::with_capacity(shnum);
+    for i in 0..shnum {
+        let (name, kind, offset, size) = header(i)?;
+        let data = match kind {
+            SHT_NOBITS => &b[..0],
+            _ => b
+                .get(offset..offset + size)
+                .ok_or_else(|| format!("section {i} past the end"))?,
+        };
+        out.push((c_str(b, names + name as usize)?, data));
+    }
+    Ok(out)
 }
