@@ -22,9 +22,15 @@ use kube::{
     api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams},
     Api, Client,
 };
+use std::collections::BTreeMap;
+
+use graceful_api::views::recommend::{self, Recommendation};
 use serde_json::{json, Value};
 
-use crate::args::{Adopt as Args, Cli, Output};
+use crate::{
+    args::{Adopt as Args, Cli, Output},
+    events,
+};
 
 /// The field manager of the fields adopt adds.
 pub const MANAGER: &str = "kubectl-graceful";
@@ -153,6 +159,76 @@ fn apply_patch(kind: Kind, name: &str, ns: &str, before: &Value, after: &Value) 
     })
 }
 
+/// What a workload already opted in needs sent to take new figures: every
+/// field of graceful's in the template (the hooks, the gate's volume and
+/// mounts, the graceful.dev/ annotations, the grace period), so that
+/// server-side apply keeps those adopt set before: a field a manager
+/// owned and no longer sends is removed.
+fn tuned_patch(kind: Kind, name: &str, ns: &str, after: &Value, tuned: &[String]) -> Value {
+    let a = &after["spec"];
+    let graceful = |v: &&Value| v["name"] == "graceful";
+    let containers: Vec<Value> = a["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| tuned.iter().any(|t| c["name"] == t.as_str()))
+        .map(|c| {
+            let mut entry = json!({"name": c["name"], "lifecycle": {"preStop": c["lifecycle"]["preStop"]}});
+            let mounts: Vec<&Value> = c["volumeMounts"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(graceful)
+                .collect();
+            if !mounts.is_empty() {
+                entry["volumeMounts"] = json!(mounts);
+            }
+            entry
+        })
+        .collect();
+    let mut spec = json!({
+        "containers": containers,
+        "terminationGracePeriodSeconds": a["terminationGracePeriodSeconds"],
+    });
+    let volumes: Vec<&Value> = a["volumes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(graceful)
+        .collect();
+    if !volumes.is_empty() {
+        spec["volumes"] = json!(volumes);
+    }
+    let annotations: serde_json::Map<String, Value> = after["metadata"]["annotations"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| k.starts_with("graceful.dev/"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": kind.name(),
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"template": {"metadata": {"annotations": annotations}, "spec": spec}}
+    })
+}
+
+/// Each workload's recommendation (`kind/name` → it), from the drains
+/// the namespace's Events tell.
+async fn recommendations(
+    client: &Client,
+    ns: &str,
+    args: &Args,
+) -> anyhow::Result<BTreeMap<String, Recommendation>> {
+    let list = events::list(client.clone(), events::Where::Namespace(Some(ns))).await?;
+    let budget_ms = u64::try_from(args.budget.as_millis()).unwrap_or(u64::MAX);
+    Ok(recommend::recommend(events::drains(&list), budget_ms)
+        .into_iter()
+        .map(|r| (r.workload.clone(), r))
+        .collect())
+}
+
 /// The namespace's Pod Security enforce level, or empty (with a line on
 /// stderr) where it cannot be read.
 async fn enforce(client: &Client, ns: &str) -> String {
@@ -204,61 +280,26 @@ pub async fn run(cli: &Cli, args: &Args, client: Client) -> anyhow::Result<i32> 
         .namespace
         .clone()
         .unwrap_or_else(|| client.default_namespace().to_string());
-    let level = enforce(&client, &ns).await;
+    let at = Namespaced {
+        client: &client,
+        ns: &ns,
+        level: enforce(&client, &ns).await,
+        recs: match args.recommended {
+            true => Some(recommendations(&client, &ns, args).await?),
+            false => None,
+        },
+        args,
+    };
     let mut results = Vec::new();
     // One workload that cannot be adopted is its own line; the others go
     // on (with --all, those before it are adopted already), and the exit
     // status says one failed.
     let mut failed = 0;
     for (kind, name) in targets(&client, &ns, args).await? {
-        let who = format!("{}/{name}", kind.name().to_lowercase());
-        let obj = match get(&client, &ns, kind, &name).await {
-            Ok(o) => o,
-            Err(e) => {
-                eprintln!("kubectl graceful: {who}: {e}");
-                failed += 1;
-                continue;
-            }
-        };
-        let before = obj["spec"]["template"].clone();
-        let mut after = before.clone();
-        let outcome = rules::inject(&mut after, &level);
-        let (said, stored) = match outcome {
-            rules::Outcome::Left(why) => (format!("{who}: left as it is: {why}"), before.clone()),
-            rules::Outcome::Injected(gate) => {
-                let patch = apply_patch(kind, &name, &ns, &before, &after);
-                let made = match apply(
-                    &client,
-                    &ns,
-                    kind,
-                    &name,
-                    &patch,
-                    args.dry_run,
-                    args.force_conflicts,
-                )
-                .await
-                {
-                    Ok(m) => m,
-                    Err(e) => {
-                        match e {
-                            kube::Error::Api(s) if s.code == 409 => eprintln!(
-                                "kubectl graceful: {who}: another field manager owns a field adopt sets ({}); --force-conflicts takes it",
-                                s.message
-                            ),
-                            e => eprintln!("kubectl graceful: {who}: {e}"),
-                        }
-                        failed += 1;
-                        continue;
-                    }
-                };
-                let verb = if args.dry_run { "would get" } else { "got" };
-                (
-                    format!("{who}: {verb} the {gate} gate"),
-                    made["spec"]["template"].clone(),
-                )
-            }
-        };
-        results.push((who, said, before, stored));
+        match at.adopt(kind, &name).await {
+            Some(r) => results.push(r),
+            None => failed += 1,
+        }
     }
     if cli.output == Output::Json {
         let all: Vec<Value> = results
@@ -275,6 +316,78 @@ pub async fn run(cli: &Cli, args: &Args, client: Client) -> anyhow::Result<i32> 
         }
     }
     Ok(i32::from(failed > 0))
+}
+
+/// What adopting a workload of one namespace needs.
+struct Namespaced<'a> {
+    client: &'a Client,
+    ns: &'a str,
+    /// Its Pod Security enforce level.
+    level: String,
+    /// With `--recommended`: each workload's.
+    recs: Option<BTreeMap<String, Recommendation>>,
+    args: &'a Args,
+}
+
+impl Namespaced<'_> {
+    /// One workload: (`kind/name`, the line said, its template before,
+    /// the template stored or, on a dry run, as it would be); None when
+    /// it failed, said on stderr.
+    async fn adopt(&self, kind: Kind, name: &str) -> Option<(String, String, Value, Value)> {
+        let (ns, args) = (self.ns, self.args);
+        let who = format!("{}/{name}", kind.name().to_lowercase());
+        let obj = get(self.client, ns, kind, name)
+            .await
+            .inspect_err(|e| eprintln!("kubectl graceful: {who}: {e}"))
+            .ok()?;
+        let before = obj["spec"]["template"].clone();
+        let mut after = before.clone();
+        let outcome = rules::inject(&mut after, &self.level);
+        let rec = self.recs.as_ref().and_then(|r| r.get(&who));
+        let tuned = rec.map_or_else(Vec::new, |r| rules::tune(&mut after, r.max_s, r.grace_period_s));
+        let figures = rec.filter(|_| !tuned.is_empty()).map(figures);
+        let unmeasured = match args.recommended && rec.is_none() {
+            true => " (no drain of it measured yet: the default max)",
+            false => "",
+        };
+        let patch = match (outcome, &figures) {
+            (rules::Outcome::Left(why), None) => {
+                let said = format!("{who}: left as it is: {why}{unmeasured}");
+                return Some((who, said, before.clone(), before));
+            }
+            (rules::Outcome::Injected(_), _) => apply_patch(kind, name, ns, &before, &after),
+            (rules::Outcome::Left(_), Some(_)) => tuned_patch(kind, name, ns, &after, &tuned),
+        };
+        let made = apply(self.client, ns, kind, name, &patch, args.dry_run, args.force_conflicts)
+            .await
+            .inspect_err(|e| match e {
+                kube::Error::Api(s) if s.code == 409 => eprintln!(
+                    "kubectl graceful: {who}: another field manager owns a field adopt sets ({}); --force-conflicts takes it",
+                    s.message
+                ),
+                e => eprintln!("kubectl graceful: {who}: {e}"),
+            })
+            .ok()?;
+        let verb = if args.dry_run { "would get" } else { "got" };
+        let said = match (outcome, figures) {
+            (rules::Outcome::Injected(gate), None) => format!("{who}: {verb} the {gate} gate{unmeasured}"),
+            (rules::Outcome::Injected(gate), Some(f)) => format!("{who}: {verb} the {gate} gate, {f}"),
+            (rules::Outcome::Left(_), f) => format!("{who}: its hook {verb} {}", f.unwrap_or_default()),
+        };
+        Some((who, said, before, made["spec"]["template"].clone()))
+    }
+}
+
+/// A recommendation, as adopt's line says it.
+fn figures(r: &Recommendation) -> String {
+    format!(
+        "max {}s and a grace period of {}s, from {} drain(s) (p99 {:.1}s: {})",
+        r.max_s,
+        r.grace_period_s,
+        r.drains,
+        r.p99_ms as f64 / 1000.0,
+        r.rule
+    )
 }
 
 /// The template before and after, as a unified diff of their JSON.

@@ -159,6 +159,17 @@ pub struct Adopt {
     /// grace period the team's manifest sets, say).
     #[arg(long)]
     pub force_conflicts: bool,
+    /// Set each workload's hook `max` and grace period to what its own
+    /// drains call for: `kubectl graceful recommend`'s proposal, from the
+    /// namespace's Events (needs `list` on events). A workload with
+    /// graceful's hook already gets the new figures; one with no drain
+    /// measured, the defaults.
+    #[arg(long)]
+    pub recommended: bool,
+    /// The app's shutdown time after SIGTERM, added to `max` for the grace
+    /// period, as recommend's `--budget`.
+    #[arg(long, default_value = "5s", value_parser = graceful_api::duration::parse, requires = "recommended")]
+    pub budget: std::time::Duration,
 }
 
 /// What the command line asks of a preflight.

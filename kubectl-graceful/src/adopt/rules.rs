@@ -14,7 +14,7 @@ const DEFAULT_GATE_PORT: u64 = 9711;
 const GATE_DIR: &str = "/var/run/graceful";
 
 /// What a template got, or why it got nothing.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
     /// The gate given (`exec`, `http`), or `none` when every container has
     /// a preStop of its own.
@@ -187,4 +187,102 @@ fn push(list: &mut Value, item: Value) {
         Some(l) => l.push(item),
         None => *list = Value::Array(vec![item]),
     }
+}
+
+/// Sets the `max` of every graceful hook of `template`'s containers (the
+/// exec and socket gates' `graceful-wait --max`, the httpGet gate's
+/// `max=`, and the `graceful.dev/max` annotations, which win over them)
+/// to `max_s` seconds, and the grace period to `grace_s`: a
+/// recommendation applied. The names of the containers changed; none when
+/// no container has graceful's hook.
+pub fn tune(template: &mut Value, max_s: u64, grace_s: u64) -> Vec<String> {
+    let max = format!("{max_s}s");
+    let mut tuned = Vec::new();
+    let spec = &mut template["spec"];
+    for c in spec
+        .get_mut("containers")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+    {
+        // Read through pointers: indexing a Value mutably adds what is absent.
+        let ours = if let Some(cmd) = c
+            .pointer_mut("/lifecycle/preStop/exec/command")
+            .and_then(Value::as_array_mut)
+        {
+            let wait = cmd
+                .first()
+                .and_then(Value::as_str)
+                .is_some_and(|s| s.rsplit('/').next() == Some("graceful-wait"));
+            wait && set_flag(cmd, &max)
+        } else if let Some(path) = c.pointer_mut("/lifecycle/preStop/httpGet/path") {
+            match path.as_str().and_then(|p| drain_path(p, &max)) {
+                Some(p) => {
+                    *path = p.into();
+                    true
+                }
+                None => false,
+            }
+        } else {
+            false
+        };
+        if ours {
+            tuned.push(c["name"].as_str().unwrap_or_default().to_string());
+        }
+    }
+    if !tuned.is_empty() {
+        spec["terminationGracePeriodSeconds"] = grace_s.into();
+        // graceful.dev/max (and max.<container>) wins over the hook's own.
+        if let Some(a) = template
+            .pointer_mut("/metadata/annotations")
+            .and_then(Value::as_object_mut)
+        {
+            for (k, v) in a.iter_mut() {
+                let of = k.strip_prefix("graceful.dev/max");
+                if of.is_some_and(|c| c.is_empty() || tuned.iter().any(|t| c == format!(".{t}"))) {
+                    *v = max.clone().into();
+                }
+            }
+        }
+    }
+    tuned
+}
+
+/// `--max D` (or `--max=D`) of a graceful-wait command set to `max`,
+/// added where absent; true (it is graceful's hook either way).
+fn set_flag(cmd: &mut Vec<Value>, max: &str) -> bool {
+    let at = cmd.iter().position(|a| a == "--max");
+    match at {
+        Some(i) if i + 1 < cmd.len() => cmd[i + 1] = max.into(),
+        _ => match cmd
+            .iter()
+            .position(|a| a.as_str().is_some_and(|s| s.starts_with("--max=")))
+        {
+            Some(i) => cmd[i] = format!("--max={max}").into(),
+            None => {
+                if at.is_some() {
+                    cmd.pop();
+                }
+                cmd.push("--max".into());
+                cmd.push(max.into());
+            }
+        },
+    }
+    true
+}
+
+/// The httpGet gate's path (`/drain?...`) with its `max` set; None for a
+/// path that is not the gate's.
+fn drain_path(path: &str, max: &str) -> Option<String> {
+    let (route, query) = path.split_once('?').unwrap_or((path, ""));
+    if route != "/drain" {
+        return None;
+    }
+    let mut params: Vec<String> = query
+        .split('&')
+        .filter(|p| !p.is_empty() && !p.starts_with("max="))
+        .map(str::to_string)
+        .collect();
+    params.push(format!("max={max}"));
+    Some(format!("{route}?{}", params.join("&")))
 }

@@ -1,6 +1,6 @@
 use serde_json::json;
 
-use super::{apply_patch, rules, Kind};
+use super::{apply_patch, rules, tuned_patch, Kind};
 
 /// A template of two containers: `web` without a hook (its metrics port
 /// named), `side` with one of its own.
@@ -119,4 +119,95 @@ fn the_apply_patch_names_only_what_adopt_adds() {
     );
     assert_eq!(t["spec"]["volumes"].as_array().unwrap().len(), 1);
     assert_eq!(t["spec"]["terminationGracePeriodSeconds"], 30);
+}
+
+#[test]
+fn a_recommendation_sets_each_gates_max_and_the_grace_period() {
+    // The exec gate adopt injects: its --max, the grace period.
+    let mut t = template();
+    rules::inject(&mut t, "privileged");
+    assert_eq!(rules::tune(&mut t, 12, 17), ["web"]);
+    assert_eq!(
+        t["spec"]["containers"][0]["lifecycle"]["preStop"]["exec"]["command"],
+        json!(["/graceful/graceful-wait", "--policy", "drained", "--max", "12s"])
+    );
+    assert_eq!(t["spec"]["terminationGracePeriodSeconds"], 17);
+    assert_eq!(
+        t["spec"]["containers"][1]["lifecycle"]["preStop"]["exec"]["command"],
+        json!(["sleep", "5"]),
+        "a hook of its own is not graceful's"
+    );
+    // The httpGet gate: its max= parameter, the others kept.
+    let mut t = template();
+    rules::inject(&mut t, "restricted");
+    rules::tune(&mut t, 40, 45);
+    assert_eq!(
+        t["spec"]["containers"][0]["lifecycle"]["preStop"]["httpGet"]["path"],
+        "/drain?policy=drained&max=40s"
+    );
+    // A team's own hooks: the socket gate's --max=, a graceful-wait with
+    // no --max, an httpGet gate with no query; another path is not ours.
+    // The annotations that win over a hook's max: set too, for graceful's
+    // hooks alone.
+    let mut t = json!({"metadata": {"annotations": {
+        "graceful.dev/max": "1m", "graceful.dev/max.a": "2m", "graceful.dev/max.d": "3m", "graceful.dev/min": "1s"
+    }}, "spec": {"containers": [
+        {"name": "a", "lifecycle": {"preStop": {"exec": {"command": ["/graceful/graceful-wait", "--socket", "@graceful", "--max=1m"]}}}},
+        {"name": "b", "lifecycle": {"preStop": {"exec": {"command": ["graceful-wait"]}}}},
+        {"name": "c", "lifecycle": {"preStop": {"httpGet": {"path": "/drain", "port": 9711}}}},
+        {"name": "d", "lifecycle": {"preStop": {"httpGet": {"path": "/quit?max=1s", "port": 80}}}},
+        {"name": "e", "lifecycle": {"preStop": {"exec": {"command": ["/bin/graceful-wait-not", "--max", "1s"]}}}}
+    ]}});
+    assert_eq!(rules::tune(&mut t, 9, 14), ["a", "b", "c"]);
+    let hook = |i: usize| t["spec"]["containers"][i]["lifecycle"]["preStop"].clone();
+    assert_eq!(
+        hook(0)["exec"]["command"],
+        json!(["/graceful/graceful-wait", "--socket", "@graceful", "--max=9s"])
+    );
+    assert_eq!(
+        hook(1)["exec"]["command"],
+        json!(["graceful-wait", "--max", "9s"])
+    );
+    assert_eq!(hook(2)["httpGet"]["path"], "/drain?max=9s");
+    assert_eq!(hook(3)["httpGet"]["path"], "/quit?max=1s");
+    assert_eq!(hook(4)["exec"]["command"][2], "1s");
+    assert_eq!(t["spec"]["terminationGracePeriodSeconds"], 14);
+    assert_eq!(
+        t["metadata"]["annotations"],
+        json!({"graceful.dev/max": "9s", "graceful.dev/max.a": "9s", "graceful.dev/max.d": "3m", "graceful.dev/min": "1s"})
+    );
+    // No graceful hook: nothing changes, not the grace period either.
+    let mut t = template();
+    let before = t.clone();
+    assert!(rules::tune(&mut t, 9, 14).is_empty());
+    assert_eq!(t, before);
+}
+
+#[test]
+fn a_tuned_patch_sends_every_field_of_graceful_so_none_adopt_set_is_dropped() {
+    // Adopted before (the exec gate), then tuned: server-side apply drops
+    // a field its manager sent before and omits now, so the volume, the
+    // mount and the annotations go again with the new figures.
+    let mut t = template();
+    rules::inject(&mut t, "privileged");
+    let tuned = rules::tune(&mut t, 12, 17);
+    let p = tuned_patch(Kind::StatefulSet, "db", "shop", &t, &tuned);
+    assert_eq!(p["kind"], "StatefulSet");
+    let spec = &p["spec"]["template"]["spec"];
+    let containers = spec["containers"].as_array().unwrap();
+    assert_eq!(
+        containers.len(),
+        1,
+        "not the container with a hook of its own: {p}"
+    );
+    assert_eq!(containers[0]["lifecycle"]["preStop"]["exec"]["command"][4], "12s");
+    assert_eq!(containers[0]["volumeMounts"][0]["name"], "graceful");
+    assert!(containers[0]["image"].is_null() && containers[0]["ports"].is_null());
+    assert_eq!(spec["volumes"][0]["name"], "graceful");
+    assert_eq!(spec["terminationGracePeriodSeconds"], 17);
+    let a = p["spec"]["template"]["metadata"]["annotations"]
+        .as_object()
+        .unwrap();
+    assert!(a.keys().all(|k| k.starts_with("graceful.dev/")), "{a:?}");
+    assert_eq!(a["graceful.dev/injected"], "exec");
 }

@@ -7,6 +7,7 @@
 //! several time terminations.
 
 mod admission_hooks;
+mod adopt;
 mod agent_events;
 mod agent_pod;
 mod crash;
