@@ -59,12 +59,15 @@ fn left(t: &Value) -> Option<&'static str> {
     None
 }
 
-/// A port number as the policy takes an annotation's: 1 to 65535, digits only.
+/// A port number as the policy takes an annotation's: trimmed, digits
+/// only, 1 to 65535 (`" 09800"` is 9800, as the agent reads it).
 fn port(v: Option<&Value>) -> Option<u64> {
-    let s = v?.as_str()?;
-    let digits =
-        !s.is_empty() && s.len() <= 5 && s.chars().all(|c| c.is_ascii_digit()) && !s.starts_with('0');
-    digits.then(|| s.parse().ok()).flatten().filter(|p| *p <= 65535)
+    let s = v?.as_str()?.trim();
+    let digits = !s.is_empty() && s.len() <= 5 && s.chars().all(|c| c.is_ascii_digit());
+    digits
+        .then(|| s.parse().ok())
+        .flatten()
+        .filter(|p| (1..=65535).contains(p))
 }
 
 /// The gate that fits: the pod's own choice, else exec where the

@@ -52,7 +52,7 @@ fn under_privileged_the_exec_gate_with_its_read_only_mount() {
 #[test]
 fn elsewhere_the_http_gate_on_the_pods_own_port_and_nothing_mounted() {
     let mut t = template();
-    t["metadata"]["annotations"]["graceful.dev/gate-port"] = "7001".into();
+    t["metadata"]["annotations"]["graceful.dev/gate-port"] = " 07001".into();
     assert_eq!(
         rules::inject(&mut t, "restricted"),
         rules::Outcome::Injected("http")

@@ -172,7 +172,7 @@ fn a_labelled_namespace_gets_the_gate_that_fits_and_the_hook_holds() {
         "pod-security.kubernetes.io/enforce=restricted",
     ]);
     let secure = "      securityContext: {allowPrivilegeEscalation: false, runAsNonRoot: true, runAsUser: 65534, capabilities: {drop: [ALL]}, seccompProfile: {type: RuntimeDefault}}\n";
-    let port = "  annotations: {graceful.dev/gate-port: \"9800\", prometheus.io/port: \"0\"}\n";
+    let port = "  annotations: {graceful.dev/gate-port: \" 09800\", prometheus.io/port: \"0\"}\n";
     let pod = as_stored(&cluster, &restricted, &app("web", port, secure))
         .unwrap_or_else(|e| panic!("refused: {e}"));
     assert_eq!(

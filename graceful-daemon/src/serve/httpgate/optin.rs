@@ -47,9 +47,9 @@ pub fn want(pod: &PodInfo) -> Want {
     }
     let port = match pod.annotations.get(PORT_ANNOTATION) {
         None => DEFAULT_PORT,
-        Some(raw) => match raw.trim().parse::<u16>() {
-            Ok(p) if p > 0 => p,
-            _ => {
+        Some(raw) => match gate_port(raw) {
+            Some(p) => p,
+            None => {
                 return Want::Refused(format!(
                     "{PORT_ANNOTATION}: {:?} is not a port (1 to 65535)",
                     graceful_api::clip(raw, graceful_api::MAX_ECHO)
@@ -63,6 +63,16 @@ pub fn want(pod: &PodInfo) -> Want {
         ));
     }
     Want::Listen(Endpoint::Port(port))
+}
+
+/// The gate's port as the injection and hook policies read the
+/// annotation: trimmed, one to five digits (Rust's parse alone would also
+/// take "+9800" and "0009800"), 1 to 65535. Where they differ, the hook
+/// the policy injects knocks on a port the agent does not listen on.
+fn gate_port(raw: &str) -> Option<u16> {
+    let t = raw.trim();
+    let digits = (1..=5).contains(&t.len()) && t.bytes().all(|b| b.is_ascii_digit());
+    digits.then(|| t.parse::<u16>().ok()).flatten().filter(|p| *p > 0)
 }
 
 /// What `pod`'s mesh would do to its httpGet gate's hook, before any

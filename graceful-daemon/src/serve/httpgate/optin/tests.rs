@@ -52,7 +52,13 @@ fn each_refusal_says_what_to_change() {
     // A UDP port is as declared as a TCP one.
     let why = refused(&pod(&[(ANNOTATION, "http"), (PORT_ANNOTATION, "9090")]));
     assert!(why.contains("port 9090 is container web's port"), "{why}");
-    for bad in ["0", "65536", "http", ""] {
+    // Read as the policies read it: " 09800 " is 9800; a sign or a sixth
+    // digit is no port there, so none here.
+    assert_eq!(
+        want(&pod(&[(ANNOTATION, "http"), (PORT_ANNOTATION, " 09800 ")])),
+        Want::Listen(Endpoint::Port(9800))
+    );
+    for bad in ["0", "65536", "http", "", "+9800", "009800", "98 00"] {
         let why = refused(&pod(&[(ANNOTATION, "http"), (PORT_ANNOTATION, bad)]));
         assert!(why.contains("is not a port (1 to 65535)"), "{bad}: {why}");
     }
