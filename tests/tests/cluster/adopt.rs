@@ -6,7 +6,8 @@
 //! again with another budget, and the gate's volume and mount the first
 //! adopt set stay (server-side apply drops a field its manager stops
 //! sending). Nothing here needs MutatingAdmissionPolicy: the test runs on
-//! any node of `cargo xtask cluster up --version 1.33` to 1.37.
+//! any node of 1.33 to 1.37 (`GRACEFUL_KUBE_VERSION=1.33 cargo xtask test
+//! -- -- adopt::`).
 
 use graceful_tests::cluster::{pod::Pod, Namespace, TEST_APP_IMAGE};
 use serde_json::Value;
