@@ -58,7 +58,14 @@ fn the_workload_is_the_controller_with_deployments_named() {
     // A CronJob's runs are one workload, the CronJob; other Jobs their own.
     assert_eq!(owned("Job", "backup-29412345", None), "cronjob/backup");
     assert_eq!(owned("Job", "db-backup-29412346", None), "cronjob/db-backup");
-    for job in ["migrate", "migrate-1", "db-20261207", "x-294123456", "x-2941234a", "-29412345"] {
+    for job in [
+        "migrate",
+        "migrate-1",
+        "db-20261207",
+        "x-294123456",
+        "x-2941234a",
+        "-29412345",
+    ] {
         assert_eq!(owned("Job", job, None), format!("job/{job}"), "{job}");
     }
     assert_eq!(info(plain("shop", serde_json::json!({}))).workload, NO_CONTROLLER);
