@@ -79,9 +79,6 @@ pub fn host_arch() -> Option<Arch> {
 pub struct Built {
     /// `docker.io/graceful/agent:<version>`, then `<version>-<commit>`.
     pub tags: Vec<String>,
-    /// This machine's architecture's image's config digest (hex), which
-    /// the kubelet reports as the image id of the image the node imports.
-    pub id: String,
     /// The index's digest (hex), the same in the archive and in a
     /// registry: the kubelet reports it (`REPO@sha256:...`) for an image
     /// it also knows from a registry.
@@ -267,14 +264,8 @@ pub fn build() -> anyhow::Result<Built> {
         "buildah manifest push wrote no archive ({}) or no index digest",
         archive.display()
     );
-    let id = images
-        .iter()
-        .find(|(a, _)| *a == host)
-        .map(|(_, id)| id.clone())
-        .expect("the host's arch");
     Ok(Built {
         tags,
-        id,
         index,
         images,
         archive,
@@ -283,6 +274,16 @@ pub fn build() -> anyhow::Result<Built> {
 }
 
 impl Built {
+    /// This machine's architecture's image's config digest (hex), which
+    /// the kubelet reports as the image id of the image the node imports.
+    pub fn id(&self) -> &str {
+        self.images
+            .iter()
+            .find(|(a, _)| Some(*a) == host_arch())
+            .map(|(_, id)| id.as_str())
+            .expect("build() refuses a machine the image has no architecture for")
+    }
+
     /// Pushes the index and its images under every tag to `repository`
     /// (`registry.example/graceful/agent`), with the credentials `buildah
     /// login` or `REGISTRY_AUTH_FILE` give.

@@ -410,7 +410,7 @@ pub fn import(paths: &Paths, bins: &Binaries, kube: &Kube) -> anyhow::Result<Vec
             &id[..12]
         );
     }
-    Ok(vec![bins.agent.id.clone(), bins.agent.index.clone()])
+    Ok(vec![bins.agent.id().to_string(), bins.agent.index.clone()])
 }
 
 /// The agent's image, from `cargo xtask image`'s OCI archive, under the
@@ -421,8 +421,8 @@ fn agent(
     image: &xtask::image::Built,
     held: &BTreeMap<String, String>,
 ) -> anyhow::Result<()> {
-    let (name, short) = (&image.tags[0], &image.id[..12]);
-    if held.get(name) == Some(&image.id) {
+    let (name, short) = (&image.tags[0], &image.id()[..12]);
+    if held.get(name).map(String::as_str) == Some(image.id()) {
         println!("{:<10} {:<34} {short}", "ok", format!("image {name}"));
         return Ok(());
     }
@@ -436,9 +436,9 @@ fn agent(
         )
     })?;
     anyhow::ensure!(
-        id == image.id,
+        id == image.id(),
         "containerd holds {name} as {id}, not as the image just built ({})",
-        image.id
+        image.id()
     );
     println!("{:<10} {:<34} {short}", "imported", format!("image {name}"));
     Ok(())
@@ -490,7 +490,9 @@ fn config_digest(paths: &Paths, kube: &Kube, name: &str) -> anyhow::Result<Strin
     };
     let mut v = get(&image_digest(paths, kube, name)?)?;
     if let Some(entries) = v["manifests"].as_array() {
-        let arch = xtask::image::host_arch().map_or(std::env::consts::ARCH, |a| a.oci);
+        let arch = xtask::image::host_arch()
+            .context("the agent's image has no image for this machine's architecture")?
+            .oci;
         let digest = entries
             .iter()
             .find(|m| m["platform"]["architecture"] == arch)
