@@ -39,23 +39,6 @@ fn json(bytes: &[u8]) -> serde_json::Value {
     serde_json::from_slice(bytes).expect("JSON")
 }
 
-/// The files of a layer (a gzipped tar in the archive): (mode line, name).
-fn layer_files(archive: &Path, digest: &str) -> Vec<(String, String)> {
-    let hex = digest.trim_start_matches("sha256:");
-    let out = Command::new("sh")
-        .args(["-c", r#"tar -xOf "$0" "blobs/sha256/$1" | tar -tzv"#])
-        .arg(archive)
-        .arg(hex)
-        .output()
-        .expect("sh");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| l.starts_with('-'))
-        .filter_map(|l| Some((l.to_string(), l.split_whitespace().last()?.to_string())))
-        .collect()
-}
-
 /// A directory of the test's, taken away with it.
 struct Scratch(std::path::PathBuf);
 
@@ -65,24 +48,36 @@ impl Drop for Scratch {
     }
 }
 
-/// One file out of a layer.
-fn layer_file(archive: &Path, digest: &str, name: &str) -> Vec<u8> {
+/// A layer (a gzipped tar in the archive) unpacked into `dir`, once: its
+/// files' names, sorted.
+fn unpack(archive: &Path, digest: &str, dir: &Path) -> Vec<String> {
+    std::fs::create_dir_all(dir).unwrap();
     let hex = digest.trim_start_matches("sha256:");
     let out = Command::new("sh")
-        .args(["-c", r#"tar -xOf "$0" "blobs/sha256/$1" | tar -xzO "$2""#])
+        .args(["-c", r#"tar -xOf "$0" "blobs/sha256/$1" | tar -xz -C "$2""#])
         .arg(archive)
         .arg(hex)
-        .arg(name)
+        .arg(dir)
         .output()
         .expect("sh");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    out.stdout
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
 }
 
 /// What one architecture's image holds: FROM scratch, one layer of the two
 /// static binaries built for that machine, the Containerfile's entrypoint
-/// and labels.
-fn check_platform_image(archive: &Path, manifest: &serde_json::Value, arch: &str) -> PlatformImage {
+/// and labels. Its layer is unpacked under `scratch/<arch>`.
+fn check_platform_image(
+    archive: &Path,
+    manifest: &serde_json::Value,
+    arch: &str,
+    scratch: &Path,
+) -> PlatformImage {
     let config_digest = manifest["config"]["digest"]
         .as_str()
         .expect("a config")
@@ -96,22 +91,20 @@ fn check_platform_image(archive: &Path, manifest: &serde_json::Value, arch: &str
         1,
         "FROM scratch and two COPY lines make one layer: {manifest}"
     );
-    let layer = layers[0]["digest"].as_str().unwrap().to_string();
-    let files = layer_files(archive, &layer);
-    let names: Vec<&str> = files.iter().map(|(_, n)| n.as_str()).collect();
-    assert_eq!(names, ["graceful", "graceful-wait"], "{arch}: {files:?}");
+    let dir = scratch.join(arch);
+    let names = unpack(archive, layers[0]["digest"].as_str().unwrap(), &dir);
+    assert_eq!(names, ["graceful", "graceful-wait"], "{arch}");
     let machine = match arch {
         "amd64" => elf::EM_X86_64,
         "arm64" => elf::EM_AARCH64,
         other => panic!("the image has no {other}"),
     };
     let mut object = Vec::new();
-    for (mode, name) in &files {
-        assert!(
-            mode.starts_with("-rwxr-xr-x"),
-            "the binaries are executable: {mode}"
-        );
-        let exe = layer_file(archive, &layer, name);
+    for name in &names {
+        let path = dir.join(name);
+        let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&path).unwrap().permissions());
+        assert_eq!(mode & 0o777, 0o755, "{arch}'s {name} is executable: {mode:o}");
+        let exe = std::fs::read(&path).unwrap();
         if name == "graceful" {
             let objects = elf::embedded_bpf_objects(&exe);
             assert_eq!(objects.len(), 1, "{arch}'s agent embeds one eBPF object");
@@ -144,7 +137,7 @@ fn check_platform_image(archive: &Path, manifest: &serde_json::Value, arch: &str
     PlatformImage {
         config: config_digest,
         revision,
-        layer,
+        dir,
         object,
     }
 }
@@ -155,8 +148,8 @@ struct PlatformImage {
     config: String,
     /// The commit its revision label names.
     revision: String,
-    /// The digest of its one layer.
-    layer: String,
+    /// Where its one layer is unpacked.
+    dir: std::path::PathBuf,
     /// The eBPF object its agent embeds.
     object: Vec<u8>,
 }
@@ -204,11 +197,12 @@ fn the_node_runs_the_image_built_from_the_containerfile() {
         .collect();
     let names: Vec<&str> = platforms.iter().map(|(p, _)| p.as_str()).collect();
     assert_eq!(names, ["linux/amd64", "linux/arm64"], "{index}");
+    let scratch = Scratch(std::env::temp_dir().join(graceful_tests::unique("image-layers")));
     let mut images = Vec::new();
     for (platform, digest) in &platforms {
         let arch = platform.strip_prefix("linux/").unwrap();
         let manifest = json(&blob(&archive, digest));
-        images.push((arch, check_platform_image(&archive, &manifest, arch)));
+        images.push((arch, check_platform_image(&archive, &manifest, arch, &scratch.0)));
     }
     let [(_, amd), (_, arm)] = &images[..] else {
         unreachable!()
@@ -287,13 +281,9 @@ fn the_node_runs_the_image_built_from_the_containerfile() {
     // arm64's binaries run, on an emulated arm64 CPU (qemu's user mode:
     // the program's own instructions, this kernel's syscalls), and name
     // the same commit.
-    let dir = Scratch(std::env::temp_dir().join(graceful_tests::unique("arm64-image")));
-    std::fs::create_dir(&dir.0).unwrap();
     let mut arm_said = Vec::new();
     for (bin, args) in [("graceful", ["--version"]), ("graceful-wait", ["--help"])] {
-        let path = dir.0.join(bin);
-        std::fs::write(&path, layer_file(&archive, &arm.layer, bin)).unwrap();
-        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let path = arm.dir.join(bin);
         let out = Command::new("qemu-aarch64")
             .arg(&path)
             .args(args)
