@@ -151,35 +151,23 @@ fn apply_patch(kind: Kind, name: &str, ns: &str, before: &Value, after: &Value) 
     if a["terminationGracePeriodSeconds"] != b["terminationGracePeriodSeconds"] {
         spec["terminationGracePeriodSeconds"] = a["terminationGracePeriodSeconds"].clone();
     }
-    json!({
-        "apiVersion": "apps/v1",
-        "kind": kind.name(),
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {"template": {"metadata": {"annotations": annotations}, "spec": spec}}
-    })
+    envelope(kind, name, ns, annotations, spec)
 }
 
-/// What a workload already opted in needs sent to take new figures: every
-/// field of graceful's in the template (the hooks, the gate's volume and
-/// mounts, the graceful.dev/ annotations, the grace period), so that
-/// server-side apply keeps those adopt set before: a field a manager
-/// owned and no longer sends is removed.
+/// What a workload already opted in needs sent to take new figures: the
+/// tuned containers' hooks, the grace period, and every field adopt
+/// writes that the template has (the gate's volume and mounts, the
+/// annotations of [`rules::WRITTEN`], the `graceful.dev/max` ones tune
+/// set), so that server-side apply keeps those adopt set before: a field a
+/// manager owned and no longer sends is removed. Nothing else of the
+/// team's, which adopt would otherwise come to own with it.
 fn tuned_patch(kind: Kind, name: &str, ns: &str, after: &Value, tuned: &[String]) -> Value {
     let a = &after["spec"];
-    let graceful = |v: &&Value| v["name"] == "graceful";
-    let containers: Vec<Value> = a["containers"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let containers: Vec<Value> = items(&a["containers"])
         .filter(|c| tuned.iter().any(|t| c["name"] == t.as_str()))
         .map(|c| {
             let mut entry = json!({"name": c["name"], "lifecycle": {"preStop": c["lifecycle"]["preStop"]}});
-            let mounts: Vec<&Value> = c["volumeMounts"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter(graceful)
-                .collect();
+            let mounts = gate_items(&c["volumeMounts"]);
             if !mounts.is_empty() {
                 entry["volumeMounts"] = json!(mounts);
             }
@@ -190,12 +178,7 @@ fn tuned_patch(kind: Kind, name: &str, ns: &str, after: &Value, tuned: &[String]
         "containers": containers,
         "terminationGracePeriodSeconds": a["terminationGracePeriodSeconds"],
     });
-    let volumes: Vec<&Value> = a["volumes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(graceful)
-        .collect();
+    let volumes = gate_items(&a["volumes"]);
     if !volumes.is_empty() {
         spec["volumes"] = json!(volumes);
     }
@@ -203,9 +186,31 @@ fn tuned_patch(kind: Kind, name: &str, ns: &str, after: &Value, tuned: &[String]
         .as_object()
         .into_iter()
         .flatten()
-        .filter(|(k, _)| k.starts_with("graceful.dev/"))
+        .filter(|(k, _)| rules::WRITTEN.contains(&k.as_str()) || rules::is_max(k, tuned))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
+    envelope(kind, name, ns, annotations, spec)
+}
+
+/// The items of a JSON list (none when it is absent).
+fn items(list: &Value) -> impl Iterator<Item = &Value> {
+    list.as_array().into_iter().flatten()
+}
+
+/// The gate's volume or mounts among a list: named `graceful`.
+fn gate_items(list: &Value) -> Vec<&Value> {
+    items(list).filter(|v| v["name"] == "graceful").collect()
+}
+
+/// The apply configuration of a workload's template: its annotations and
+/// spec fields, and nothing else of the object.
+fn envelope(
+    kind: Kind,
+    name: &str,
+    ns: &str,
+    annotations: serde_json::Map<String, Value>,
+    spec: Value,
+) -> Value {
     json!({
         "apiVersion": "apps/v1",
         "kind": kind.name(),

@@ -7,6 +7,14 @@
 
 use serde_json::{json, Map, Value};
 
+/// The annotations inject writes (and adopt with it).
+pub const WRITTEN: [&str; 4] = [
+    "graceful.dev/injected",
+    "graceful.dev/inject-skipped",
+    "graceful.dev/gate",
+    "graceful.dev/ignore-ports",
+];
+
 /// The hook's deadline and the agent's shutdown budget, as the policy's.
 pub const MAX: &str = "25s";
 const NEEDED_S: i64 = 25 + 5;
@@ -241,8 +249,7 @@ pub fn tune(template: &mut Value, max_s: u64, grace_s: u64) -> Vec<String> {
             .and_then(Value::as_object_mut)
         {
             for (k, v) in a.iter_mut() {
-                let of = k.strip_prefix("graceful.dev/max");
-                if of.is_some_and(|c| c.is_empty() || tuned.iter().any(|t| c == format!(".{t}"))) {
+                if is_max(k, &tuned) {
                     *v = max.clone().into();
                 }
             }
@@ -288,4 +295,10 @@ fn drain_path(path: &str, max: &str) -> Option<String> {
         .collect();
     params.push(format!("max={max}"));
     Some(format!("{route}?{}", params.join("&")))
+}
+
+/// `graceful.dev/max`, or `graceful.dev/max.<c>` for one of `containers`.
+pub fn is_max(key: &str, containers: &[String]) -> bool {
+    key.strip_prefix("graceful.dev/max")
+        .is_some_and(|c| c.is_empty() || containers.iter().any(|t| c.strip_prefix('.') == Some(t.as_str())))
 }

@@ -189,6 +189,8 @@ fn a_tuned_patch_sends_every_field_of_graceful_so_none_adopt_set_is_dropped() {
     // a field its manager sent before and omits now, so the volume, the
     // mount and the annotations go again with the new figures.
     let mut t = template();
+    t["metadata"]["annotations"]["graceful.dev/settle"] = "2s".into();
+    t["metadata"]["annotations"]["graceful.dev/max.web"] = "1m".into();
     rules::inject(&mut t, "privileged");
     let tuned = rules::tune(&mut t, 12, 17);
     let p = tuned_patch(Kind::StatefulSet, "db", "shop", &t, &tuned);
@@ -210,4 +212,9 @@ fn a_tuned_patch_sends_every_field_of_graceful_so_none_adopt_set_is_dropped() {
         .unwrap();
     assert!(a.keys().all(|k| k.starts_with("graceful.dev/")), "{a:?}");
     assert_eq!(a["graceful.dev/injected"], "exec");
+    assert_eq!(a["graceful.dev/max.web"], "12s", "the max tune set");
+    assert!(
+        !a.contains_key("graceful.dev/settle"),
+        "the team's own setting is not sent, so adopt does not come to own it: {a:?}"
+    );
 }
