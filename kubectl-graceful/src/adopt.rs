@@ -349,6 +349,14 @@ impl Namespaced<'_> {
         let mut after = before.clone();
         let outcome = rules::inject(&mut after, &self.level);
         let rec = self.recs.as_ref().and_then(|r| r.get(&who));
+        if let Some(r) = rec.filter(|r| r.max_s.saturating_mul(1000) > args.up_to.as_millis() as u64) {
+            eprintln!(
+                "kubectl graceful: {who}: its drains' Events call for max {}s, past --up-to {}s: left as it is (Events are what anyone allowed to create them in the namespace writes; `kubectl graceful history` shows them, --up-to takes a longer max)",
+                r.max_s,
+                args.up_to.as_secs()
+            );
+            return None;
+        }
         let tuned = rec.map_or_else(Vec::new, |r| rules::tune(&mut after, r.max_s, r.grace_period_s));
         let figures = rec.filter(|_| !tuned.is_empty()).map(figures);
         let unmeasured = match args.recommended && rec.is_none() {

@@ -170,6 +170,11 @@ pub struct Adopt {
     /// period, as recommend's `--budget`.
     #[arg(long, default_value = "5s", value_parser = graceful_api::duration::parse, requires = "recommended")]
     pub budget: std::time::Duration,
+    /// The longest `max` a recommendation may write: past it the workload
+    /// is left as it is, in one line. The figures come from Events, which
+    /// anyone allowed to create Events in the namespace can write.
+    #[arg(long, default_value = "10m", value_parser = graceful_api::duration::parse, requires = "recommended")]
+    pub up_to: std::time::Duration,
 }
 
 /// What the command line asks of a preflight.

@@ -5,7 +5,8 @@
 //! the `max` and grace period `recommend` proposes from that drain, and
 //! again with another budget, and the gate's volume and mount the first
 //! adopt set stay (server-side apply drops a field its manager stops
-//! sending). Nothing here needs MutatingAdmissionPolicy: the test runs on
+//! sending); a forged Event of a 23 h drain is not written past
+//! `--up-to`. Nothing here needs MutatingAdmissionPolicy: the test runs on
 //! any node of 1.33 to 1.37 (`GRACEFUL_KUBE_VERSION=1.33 cargo xtask test
 //! -- -- adopt::`).
 
@@ -112,8 +113,43 @@ fn adopt_writes_the_gate_then_the_max_and_grace_period_its_drains_call_for() {
             && t["metadata"]["annotations"]["graceful.dev/ignore-ports"] == "9090",
         "a later adopt dropped a field the first set: {t}"
     );
+
+    // Anyone allowed to create Events in the namespace can write a drain:
+    // one forged of 23 h makes the proposal 46 h, which adopt does not
+    // write past --up-to (10m): one line, exit 1, the template as it was.
+    ns.apply(
+        "apiVersion: v1\nkind: Event\nmetadata:\n  name: forged-drain\n  namespace: NAMESPACE\n  annotations: {graceful.dev/workload: deployment/web, graceful.dev/waited-ms: \"82800000\", graceful.dev/release-reason: drained}\n\
+         involvedObject: {kind: Pod, name: web-forged, namespace: NAMESPACE}\nreason: DrainReleased\nmessage: forged\ntype: Normal\n\
+         reportingComponent: graceful\nreportingInstance: forged\nfirstTimestamp: \"2026-12-07T00:00:00Z\"\nlastTimestamp: \"2026-12-07T00:00:00Z\"\n",
+    );
+    let forged = plugin(&["recommend"]);
+    let forged = forged
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["workload"] == "deployment/web")
+        .unwrap_or_else(|| panic!("{forged}"));
+    assert!(
+        forged["max_s"].as_u64().unwrap() > 86_400,
+        "the forged drain counts: {forged}"
+    );
+    let args = [
+        "adopt",
+        "deploy/web",
+        "--recommended",
+        "--force-conflicts",
+        "-n",
+        &ns.name,
+    ];
+    let (code, out, err) = kubectl_graceful(&cluster, None, &args);
+    assert_eq!((code, err.trim().lines().count()), (1, 1), "{out}{err}");
+    assert!(err.contains("past --up-to 600s: left as it is"), "{err}");
+    assert_eq!(template(), t, "the refused recommendation changed the template");
+
     eprintln!(
-        "adopt --recommended after {} drained ({} ms): {said}",
-        pod.name, rec["longest_ms"]
+        "adopt --recommended after {} drained ({} ms): {said}; with a forged drain of 23 h: {}",
+        pod.name,
+        rec["longest_ms"],
+        err.trim()
     );
 }
