@@ -47,6 +47,23 @@ pub const SETTINGS: [&str; 9] = [
 /// a network namespace, not to a filesystem.
 pub const POD_SOCKET: &str = "graceful.dev/gate";
 
+/// The pod's annotation naming its httpGet gate's port.
+pub const GATE_PORT_ANNOTATION: &str = "graceful.dev/gate-port";
+/// The httpGet gate's port where a pod names none.
+pub const DEFAULT_GATE_PORT: u16 = 9711;
+
+/// `graceful.dev/gate-port` as everything of graceful's reads it (the
+/// agent, `kubectl graceful adopt`, and the injection and hook policies in
+/// CEL): trimmed, one to five digits, 1 to 65535 (`" 09800"` is 9800;
+/// `"+9800"`, which Rust's parse alone takes, is no port). Where two
+/// readings differ, an injected hook knocks on a port the agent does not
+/// listen on.
+pub fn gate_port(raw: &str) -> Option<u16> {
+    let t = raw.trim();
+    let digits = (1..=5).contains(&t.len()) && t.bytes().all(|b| b.is_ascii_digit());
+    digits.then(|| t.parse::<u16>().ok()).flatten().filter(|p| *p > 0)
+}
+
 /// The agent's whole local API, on its pod's loopback in the DaemonSet
 /// (`kubectl graceful` reaches it by port-forward).
 pub const POD_API_PORT: u16 = 9465;

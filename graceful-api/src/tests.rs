@@ -94,3 +94,17 @@ fn progress_so_far_keeps_its_start_and_latest_points() {
     assert_eq!(r.timeline.last().unwrap().ms, 9 + 2 * MAX_RESUMED_POINTS as u64);
     assert_eq!(r.peak_inbound, 9);
 }
+
+#[test]
+fn the_gate_port_is_read_one_way() {
+    for (raw, want) in [
+        ("9711", Some(9711)),
+        (" 09800 ", Some(9800)),
+        ("65535", Some(65535)),
+    ] {
+        assert_eq!(gate_port(raw), want, "{raw:?}");
+    }
+    for raw in ["0", "65536", "+9800", "009800", "98 00", "", "http", "-1"] {
+        assert_eq!(gate_port(raw), None, "{raw:?}");
+    }
+}

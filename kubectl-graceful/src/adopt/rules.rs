@@ -18,7 +18,6 @@ pub const WRITTEN: [&str; 4] = [
 /// The hook's deadline and the agent's shutdown budget, as the policy's.
 pub const MAX: &str = "25s";
 const NEEDED_S: i64 = 25 + 5;
-const DEFAULT_GATE_PORT: u64 = 9711;
 const GATE_DIR: &str = "/var/run/graceful";
 
 /// What a template got, or why it got nothing.
@@ -67,15 +66,9 @@ fn left(t: &Value) -> Option<&'static str> {
     None
 }
 
-/// A port number as the policy takes an annotation's: trimmed, digits
-/// only, 1 to 65535 (`" 09800"` is 9800, as the agent reads it).
+/// A port annotation's number, as the agent and the policy read it.
 fn port(v: Option<&Value>) -> Option<u64> {
-    let s = v?.as_str()?.trim();
-    let digits = !s.is_empty() && s.len() <= 5 && s.chars().all(|c| c.is_ascii_digit());
-    digits
-        .then(|| s.parse().ok())
-        .flatten()
-        .filter(|p| (1..=65535).contains(p))
+    graceful_api::gate_port(v?.as_str()?).map(u64::from)
 }
 
 /// The gate that fits: the pod's own choice, else exec where the
@@ -139,7 +132,8 @@ pub fn inject(template: &mut Value, enforce: &str) -> Outcome {
     }
     let gate = gate(template, enforce);
     let a = annotations(template);
-    let gate_port = port(a.get("graceful.dev/gate-port")).unwrap_or(DEFAULT_GATE_PORT);
+    let gate_port =
+        port(a.get(graceful_api::GATE_PORT_ANNOTATION)).unwrap_or(graceful_api::DEFAULT_GATE_PORT.into());
     let all = containers(&template["spec"]);
     let targets: Vec<usize> = (0..all.len()).filter(|i| !has_pre_stop(&all[*i])).collect();
     let skipped: Vec<&str> = all

@@ -44,10 +44,10 @@ pub mod server;
 /// The annotation that opts a pod in: `graceful.dev/gate: http`.
 pub const ANNOTATION: &str = "graceful.dev/gate";
 /// The annotation that moves the gate's port.
-pub const PORT_ANNOTATION: &str = "graceful.dev/gate-port";
+pub const PORT_ANNOTATION: &str = graceful_api::GATE_PORT_ANNOTATION;
 /// The gate's port when the pod names none: outside the ranges common
 /// servers, meshes and exporters default to.
-pub const DEFAULT_PORT: u16 = 9711;
+pub const DEFAULT_PORT: u16 = graceful_api::DEFAULT_GATE_PORT;
 /// The Warning Event's reason when a pod's opt-in cannot be honoured.
 pub const REFUSED_REASON: &str = "HttpGateRefused";
 /// The Warning Event's reason when a pod's mesh stands between the

@@ -47,7 +47,7 @@ pub fn want(pod: &PodInfo) -> Want {
     }
     let port = match pod.annotations.get(PORT_ANNOTATION) {
         None => DEFAULT_PORT,
-        Some(raw) => match gate_port(raw) {
+        Some(raw) => match graceful_api::gate_port(raw) {
             Some(p) => p,
             None => {
                 return Want::Refused(format!(
@@ -63,16 +63,6 @@ pub fn want(pod: &PodInfo) -> Want {
         ));
     }
     Want::Listen(Endpoint::Port(port))
-}
-
-/// The gate's port as the injection and hook policies read the
-/// annotation: trimmed, one to five digits (Rust's parse alone would also
-/// take "+9800" and "0009800"), 1 to 65535. Where they differ, the hook
-/// the policy injects knocks on a port the agent does not listen on.
-fn gate_port(raw: &str) -> Option<u16> {
-    let t = raw.trim();
-    let digits = (1..=5).contains(&t.len()) && t.bytes().all(|b| b.is_ascii_digit());
-    digits.then(|| t.parse::<u16>().ok()).flatten().filter(|p| *p > 0)
 }
 
 /// What `pod`'s mesh would do to its httpGet gate's hook, before any
