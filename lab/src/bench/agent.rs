@@ -321,21 +321,3 @@ fn log_reader(stderr: std::process::ChildStderr) -> Receiver<String> {
     });
     rx
 }
-
-/// VmRSS and VmHWM of a process, in KiB.
-pub fn rss_kib(pid: u32) -> anyhow::Result<(u64, u64)> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let field = |name: &str| -> anyhow::Result<u64> {
-        let line = status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .with_context(|| format!("no {name} in /proc/{pid}/status"))?;
-        line[name.len()..]
-            .trim()
-            .trim_end_matches("kB")
-            .trim()
-            .parse()
-            .with_context(|| format!("parse {line:?}"))
-    };
-    Ok((field("VmRSS:")?, field("VmHWM:")?))
-}

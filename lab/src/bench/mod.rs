@@ -62,7 +62,7 @@ pub enum BenchCmd {
     /// nginx on loopback driven by wrk, a new connection per request and keep-alive: the
     /// machine's busy CPU per request with the agent and without (target: at most 1.01×).
     Nginx(nginx::Args),
-    /// Agent RSS and kernel map memory with many live connections across many cgroups (target: RSS < 50 MiB).
+    /// Agent and keeper RSS and kernel map memory with many live connections across many cgroups (targets: agent 20 MiB, keeper 4 MiB).
     Memory(memory::Args),
     /// Gate release latency after the last inbound close, against a 1 s sock_diag poller (target: p99 <= 10 ms, 100x faster).
     ReleaseLatency(release::Args),
@@ -134,6 +134,24 @@ impl AgentArgs {
         }
         let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
         let bin = target.join("release/graceful");
+        if !bin.exists() {
+            bail!("{} does not exist: build it or pass --graceful", bin.display());
+        }
+        Ok(bin)
+    }
+
+    /// The static build the image ships (`x86_64-unknown-linux-musl`),
+    /// built unless `--no-build`; `--graceful` when given.
+    pub fn static_binary(&self) -> anyhow::Result<PathBuf> {
+        if let Some(p) = &self.graceful {
+            return Ok(p.clone());
+        }
+        let dir = if self.no_build {
+            xtask::util::target_dir().join(xtask::setup::MUSL).join("release")
+        } else {
+            xtask::image::static_binaries(xtask::setup::MUSL)?
+        };
+        let bin = dir.join("graceful");
         if !bin.exists() {
             bail!("{} does not exist: build it or pass --graceful", bin.display());
         }

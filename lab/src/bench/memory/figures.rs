@@ -139,10 +139,6 @@ pub(super) fn bytes_mib(b: u64) -> f64 {
     b as f64 / 1048576.0
 }
 
-pub(super) fn mib(kib: u64) -> f64 {
-    kib as f64 / 1024.0
-}
-
 pub(super) fn print_maps(maps: &[MapInfo]) {
     println!(
         "  {:<20} {:<13} {:>9} {:>11} {:>7} {:>14}",
