@@ -4,7 +4,7 @@
 //!
 //! The Containerfile has two stages: a builder (a Rust image that runs
 //! `cargo build --release --target <arch>-unknown-linux-musl` on the build
-//! machine's architecture) and the image, `FROM scratch` with the two
+//! machine's architecture) and the image, `FROM scratch` with the three
 //! static binaries. Here the builder's work is done by this machine's
 //! toolchains (arm64's cross-built with Debian's gcc-aarch64-linux-gnu), and
 //! buildah is handed the result as the builder stage, once per architecture
@@ -43,7 +43,7 @@ pub const REPOSITORY: &str = "docker.io/graceful/agent";
 /// The Containerfile's builder stage: where it leaves the binaries.
 const BUILDER_OUT: &str = "out";
 /// The binaries the image carries (the Containerfile copies them from the builder).
-const BINARIES: [&str; 2] = ["graceful", "graceful-wait"];
+const BINARIES: [&str; 3] = ["graceful", "graceful-keeper", "graceful-wait"];
 
 /// One architecture of the image.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

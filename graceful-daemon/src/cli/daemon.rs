@@ -150,12 +150,31 @@ pub fn api_addr(s: &str) -> Result<String, String> {
     ))
 }
 
-pub fn run(pins: &PinDir, api_socket: &std::path::Path, args: Args) -> anyhow::Result<i32> {
+pub fn run(
+    pins: &PinDir,
+    api_socket: &std::path::Path,
+    format: crate::logging::LogFormat,
+    args: Args,
+) -> anyhow::Result<i32> {
+    use crate::continuity::keeper;
     super::require_root("graceful daemon")?;
     // The agent that a keeper runs has its socket in the environment.
-    if args.keeper == Switch::On && std::env::var_os(crate::continuity::keeper::ENV).is_none() {
+    if args.keeper == Switch::On && std::env::var_os(keeper::ENV).is_none() {
         let scratch = api_socket.parent().unwrap_or(std::path::Path::new("/run"));
-        return crate::continuity::keeper::run::run(std::env::args_os().collect(), scratch);
+        let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+        let Some(program) = keeper::alone::beside_this() else {
+            tracing::warn!(
+                "keeper: {} is not beside this executable; keeping in this process, which maps the agent's code",
+                keeper::alone::PROGRAM
+            );
+            return keeper::run::run(argv, scratch, std::path::Path::new("/proc/self/exe"));
+        };
+        return Err(keeper::alone::exec(&program, &argv, scratch, format));
+    }
+    if std::env::var_os(keeper::ENV).is_some() {
+        // A keeper's agent is exec'd through a descriptor (`/proc/<keeper>/fd/3`),
+        // which names the process `3`: `ps` and `pgrep` know it as graceful.
+        let _ = rustix::thread::set_name(c"graceful");
     }
     agent::run(pins, api_socket, args.into())
 }

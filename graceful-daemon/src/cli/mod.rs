@@ -106,7 +106,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
     crate::kernel::cgroupfs::roots::configure(roots);
     let pins = cli.pins();
     match cli.command {
-        Command::Daemon(args) => daemon::run(&pins, &cli.api_socket, *args),
+        Command::Daemon(args) => daemon::run(&pins, &cli.api_socket, cli.log_format, *args),
         Command::Cgroups(args) => cgroups::run(&pins, args),
         Command::Doctor(args) => doctor::run(&pins, &cli.api_socket, args),
         Command::Uninstall(args) => uninstall::run(&pins, args),

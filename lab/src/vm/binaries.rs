@@ -1,5 +1,5 @@
-//! The programs that go into the guest, built static with musl: the agent
-//! and its `graceful-wait` hook, the test binary, its peer and the guest's
+//! The programs that go into the guest, built static with musl: the agent,
+//! its keeper and its `graceful-wait` hook, the test binary, its peer and the guest's
 //! `/init` (the lab's `vm-init` crate).
 
 use std::{path::PathBuf, process::Stdio};
@@ -17,6 +17,9 @@ pub struct Binaries {
     pub graceful: PathBuf,
     /// `graceful-wait`, which the agent looks for beside itself.
     pub wait: PathBuf,
+    /// `graceful-keeper`, which `graceful daemon --keeper on` execs, from
+    /// beside itself too.
+    pub keeper: PathBuf,
     pub peer: PathBuf,
     pub init: PathBuf,
     /// The integration test executable (`tests/tests/kernel`).
@@ -40,6 +43,8 @@ pub fn build(release: bool) -> anyhow::Result<Binaries> {
         .args([
             "--bin",
             "graceful",
+            "--bin",
+            "graceful-keeper",
             "--bin",
             "graceful-wait",
             "--bin",
@@ -90,11 +95,19 @@ pub fn build(release: bool) -> anyhow::Result<Binaries> {
     let bins = Binaries {
         graceful: dir.join("graceful"),
         wait: dir.join("graceful-wait"),
+        keeper: dir.join("graceful-keeper"),
         peer: dir.join("graceful-peer"),
         init: dir.join("graceful-vm-init"),
         tests,
     };
-    for bin in [&bins.graceful, &bins.wait, &bins.peer, &bins.init, &bins.tests] {
+    for bin in [
+        &bins.graceful,
+        &bins.wait,
+        &bins.keeper,
+        &bins.peer,
+        &bins.init,
+        &bins.tests,
+    ] {
         let data = std::fs::read(bin).with_context(|| format!("{} was not built", bin.display()))?;
         if !elf::is_static(&data).with_context(|| bin.display().to_string())? {
             bail!(

@@ -29,6 +29,7 @@ const DEBIAN_TOOLS: &[&str] = &["ip", "ss", "nsenter", "unshare", "tc"];
 
 pub const GRACEFUL: &str = "/usr/local/bin/graceful";
 const WAIT: &str = "/usr/local/bin/graceful-wait";
+const KEEPER: &str = "/usr/local/bin/graceful-keeper";
 pub const PEER: &str = "/usr/local/bin/graceful-peer";
 pub const TESTS: &str = "/usr/local/bin/graceful-kernel-tests";
 /// Where the guest finds `tests/fixtures` (its `GRACEFUL_FIXTURES`).
@@ -63,6 +64,7 @@ pub fn userland(bins: &Binaries) -> anyhow::Result<Archive> {
     a.file("/init", &bins.init)?;
     a.file(GRACEFUL, &bins.graceful)?;
     a.file(WAIT, &bins.wait)?;
+    a.file(KEEPER, &bins.keeper)?;
     a.file(PEER, &bins.peer)?;
     a.file(TESTS, &bins.tests)?;
 

@@ -69,7 +69,7 @@ fn unpack(archive: &Path, digest: &str, dir: &Path) -> Vec<String> {
     names
 }
 
-/// What one architecture's image holds: FROM scratch, one layer of the two
+/// What one architecture's image holds: FROM scratch, one layer of the three
 /// static binaries built for that machine, the Containerfile's entrypoint
 /// and labels. Its layer is unpacked under `scratch/<arch>`.
 fn check_platform_image(
@@ -89,11 +89,11 @@ fn check_platform_image(
     assert_eq!(
         layers.len(),
         1,
-        "FROM scratch and two COPY lines make one layer: {manifest}"
+        "FROM scratch and three COPY lines make one layer: {manifest}"
     );
     let dir = scratch.join(arch);
     let names = unpack(archive, layers[0]["digest"].as_str().unwrap(), &dir);
-    assert_eq!(names, ["graceful", "graceful-wait"], "{arch}");
+    assert_eq!(names, ["graceful", "graceful-keeper", "graceful-wait"], "{arch}");
     let machine = match arch {
         "amd64" => elf::EM_X86_64,
         "arm64" => elf::EM_AARCH64,

@@ -38,6 +38,7 @@ fn every_command_answers_help_on_stdout_with_exit_0() {
         ("graceful", vec!["--help".into()]),
         ("graceful", vec!["-h".into()]),
         ("graceful-wait", vec!["--help".into()]),
+        ("graceful-keeper", vec!["--help".into()]),
         ("graceful-wait", vec!["-h".into()]),
     ];
     calls.extend(
@@ -89,4 +90,14 @@ fn every_duration_flag_takes_one_syntax_and_refuses_the_rest_in_one_line() {
             );
         }
     }
+}
+
+#[test]
+fn the_keeper_run_by_hand_says_in_one_line_what_starts_it() {
+    let out = run("graceful-keeper", &[]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("`graceful daemon --keeper on`"), "{err}");
+    assert!(out.stdout.is_empty(), "{out:?}");
 }

@@ -42,6 +42,20 @@ fn restarted(agent: &Agent, hooks: usize) {
     eprintln!("no agent ran for {since:.1} ms: from the crash to the held hooks served again");
 }
 
+/// The keeper is `graceful-keeper`, exec'd by `graceful daemon --keeper on`
+/// in the same process; its agent runs the very `graceful` that started
+/// it, named `graceful` (not after the descriptor it was exec'd through).
+fn runs_as_programs(agent: &Agent, kept: u32) {
+    let keeper = agent.pid().unwrap();
+    let exe = |pid: u32| std::fs::read_link(format!("/proc/{pid}/exe")).unwrap();
+    let comm = |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap();
+    let graceful = std::fs::canonicalize(graceful_tests::agent::graceful_bin()).unwrap();
+    assert_eq!(exe(keeper), graceful.with_file_name("graceful-keeper"));
+    assert_eq!(comm(keeper).trim(), "graceful-keeper");
+    assert_eq!(exe(kept), graceful);
+    assert_eq!(comm(kept).trim(), "graceful");
+}
+
 #[test]
 fn a_crash_cuts_no_held_exec_hook_and_the_counts_stay_exact() {
     require_root!();
@@ -54,9 +68,11 @@ fn a_crash_cuts_no_held_exec_hook_and_the_counts_stay_exact() {
     std::thread::sleep(Duration::from_millis(200));
 
     let killed = first.kept_agent().unwrap();
+    runs_as_programs(&first, killed);
     let again = first.crash();
     assert_ne!(again, killed);
     restarted(&first, 1);
+    runs_as_programs(&first, again);
     // Released and answered: the keeper let it go.
     carried_over(&first, &pod, &lb, &mut app, child, stdout);
 

@@ -120,12 +120,23 @@ fn image_binaries() -> Vec<(String, String, String)> {
             .map(|(d, _, _)| d.clone())
             .unwrap_or_else(|| panic!("Containerfile: the image lacks {bin}"))
     };
-    let (agent, wait) = (dest_of("graceful"), dest_of("graceful-wait"));
-    assert_eq!(
-        Path::new(&wait).parent(),
-        Path::new(&agent).parent(),
-        "the agent looks for graceful-wait beside its own executable"
+    let (agent, wait, keeper) = (
+        dest_of("graceful"),
+        dest_of("graceful-wait"),
+        dest_of("graceful-keeper"),
     );
+    for (bin, why) in [
+        (
+            &wait,
+            "the agent looks for graceful-wait beside its own executable",
+        ),
+        (
+            &keeper,
+            "`graceful daemon --keeper on` looks for graceful-keeper beside its own executable",
+        ),
+    ] {
+        assert_eq!(Path::new(bin).parent(), Path::new(&agent).parent(), "{why}");
+    }
     let entry = last.all("ENTRYPOINT").last().expect("no ENTRYPOINT");
     let entry: Vec<String> = serde_json::from_str(&entry.args).expect("ENTRYPOINT in JSON form");
     assert_eq!(entry, [agent.clone(), "daemon".into()]);
@@ -144,7 +155,7 @@ fn image_binaries() -> Vec<(String, String, String)> {
 #[test]
 fn the_containerfile_names_real_paths_and_binaries() {
     let bins = image_binaries();
-    assert_eq!(bins.len(), 2, "{bins:?}");
+    assert_eq!(bins.len(), 3, "{bins:?}");
 }
 
 /// Builds what the Containerfile builds, for the same target, and reads

@@ -6,6 +6,8 @@
 //!
 //! - [`run`]: the keeper process, which the container runs first
 //!   (`graceful daemon --keeper on`) and which runs the agent as its child;
+//! - [`alone`]: that process as a program of its own, `graceful-keeper`,
+//!   which maps only the keeper's code;
 //! - [`restarts`]: when it starts the agent again, and when it gives up;
 //! - [`store`]: what it keeps, by socket;
 //! - [`frames`]: what the agent tells it (deposit, withdraw, a drain's
@@ -22,6 +24,7 @@
 //! OOM kill of the agent is not that: [`oom`]). A held hook's report carries on: each point its drain sees
 //! is kept with the hook.
 
+pub mod alone;
 pub mod frames;
 pub mod link;
 pub mod oom;
@@ -32,3 +35,14 @@ pub mod store;
 /// The environment variable that names the agent's end of the keeper's
 /// socket.
 pub const ENV: &str = "GRACEFUL_KEEPER_FD";
+
+/// What `graceful daemon --keeper on` hands [`alone`]'s program: the
+/// descriptor of the agent's executable, open across the exec;
+const ENV_EXE: &str = "GRACEFUL_KEEPER_EXE_FD";
+/// the keeper's scratch directory (the API socket's);
+const ENV_SCRATCH: &str = "GRACEFUL_KEEPER_SCRATCH";
+/// and `--log-format`, as the agent was given it.
+const ENV_LOG: &str = "GRACEFUL_KEEPER_LOG_FORMAT";
+/// Every variable the keeper is started with, which its agent must not
+/// inherit.
+const ENVS: [&str; 3] = [ENV_EXE, ENV_SCRATCH, ENV_LOG];

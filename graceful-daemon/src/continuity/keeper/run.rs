@@ -36,10 +36,11 @@ use crate::continuity::handover::{
     wire::{self, Done, Offer, RecordFrame, VERSION},
 };
 
-/// Runs the agent `args` (this process's own command line) under a
+/// Runs the agent `args` (`graceful daemon`'s command line) under a
 /// keeper until it ends; the agent's exit code. `scratch`: a writable
-/// directory of the keeper's (the API socket's).
-pub fn run(args: Vec<OsString>, scratch: &std::path::Path) -> anyhow::Result<i32> {
+/// directory of the keeper's (the API socket's); `exe`: the agent's
+/// executable, as a path the keeper's children can exec.
+pub fn run(args: Vec<OsString>, scratch: &std::path::Path, exe: &std::path::Path) -> anyhow::Result<i32> {
     crate::kernel::nofile::raise();
     match super::oom::spare_the_keeper(scratch) {
         Ok(super::oom::Spared::Set(cg)) => info!(
@@ -56,7 +57,7 @@ pub fn run(args: Vec<OsString>, scratch: &std::path::Path) -> anyhow::Result<i32
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    rt.block_on(keep(args))
+    rt.block_on(keep(args, exe))
 }
 
 /// What one agent's run left.
@@ -67,7 +68,7 @@ struct Run {
     told: bool,
 }
 
-async fn keep(args: Vec<OsString>) -> anyhow::Result<i32> {
+async fn keep(args: Vec<OsString>, exe: &std::path::Path) -> anyhow::Result<i32> {
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     let mut chld = signal(SignalKind::child())?;
@@ -81,7 +82,7 @@ async fn keep(args: Vec<OsString>) -> anyhow::Result<i32> {
     );
     loop {
         let (mine, theirs) = fds::pair()?;
-        let pid = spawn(&args, theirs.as_fd())?;
+        let pid = spawn(exe, &args, theirs.as_fd())?;
         drop(theirs);
         let started = Instant::now();
         let t = store.tally();
@@ -138,16 +139,19 @@ async fn keep(args: Vec<OsString>) -> anyhow::Result<i32> {
     }
 }
 
-/// Starts the agent: this command again, with `theirs` left open across
+/// Starts the agent: `exe` with `args`, with `theirs` left open across
 /// the exec and named in [`super::ENV`].
-fn spawn(args: &[OsString], theirs: BorrowedFd<'_>) -> anyhow::Result<u32> {
+fn spawn(exe: &std::path::Path, args: &[OsString], theirs: BorrowedFd<'_>) -> anyhow::Result<u32> {
     let raw = theirs.as_raw_fd();
     let keeper = rustix::process::getpid();
-    let mut cmd = std::process::Command::new("/proc/self/exe");
+    let mut cmd = std::process::Command::new(exe);
     if let Some(a0) = args.first() {
         cmd.arg0(a0);
     }
     cmd.args(args.iter().skip(1)).env(super::ENV, raw.to_string());
+    for env in super::ENVS {
+        cmd.env_remove(env);
+    }
     // SAFETY: between fork and exec the closure makes only
     // async-signal-safe system calls (fcntl, prctl, setpgid, getppid) on
     // the child's own state.
