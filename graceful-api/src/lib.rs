@@ -379,6 +379,27 @@ pub fn clip(s: &str, max: usize) -> String {
     }
 }
 
+/// A command line's error as the CLIs print it, in one line: the first
+/// line of clap's rendering without its `error: `, and the indented lines
+/// that continue it (the arguments a "required arguments were not
+/// provided:" names), but no usage block or tip.
+pub fn usage_error_line(rendered: &str) -> String {
+    let mut lines = rendered.lines();
+    let mut line = lines
+        .next()
+        .unwrap_or("invalid arguments")
+        .trim_start_matches("error: ")
+        .to_string();
+    let more: Vec<&str> = lines
+        .take_while(|l| l.starts_with(' ') && !l.trim().is_empty())
+        .map(str::trim)
+        .collect();
+    if !more.is_empty() {
+        line = format!("{} {}", line.trim_end(), more.join(", "));
+    }
+    line
+}
+
 // Its tests read and write with serde (the default feature).
 #[cfg(all(test, feature = "serde"))]
 mod tests;

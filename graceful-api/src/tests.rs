@@ -108,3 +108,18 @@ fn the_gate_port_is_read_one_way() {
         assert_eq!(gate_port(raw), None, "{raw:?}");
     }
 }
+
+#[test]
+fn a_usage_error_is_one_line_that_names_what_is_missing() {
+    let missing = "error: the following required arguments were not provided:\n  --recommended\n  --up-to <D>\n\nUsage: kubectl-graceful adopt --recommended --budget <BUDGET>\n\nFor more information, try '--help'.\n";
+    assert_eq!(
+        usage_error_line(missing),
+        "the following required arguments were not provided: --recommended, --up-to <D>"
+    );
+    let unexpected = "error: unexpected argument '--bogus' found\n\n  tip: to pass '--bogus' as a value, use '-- --bogus'\n\nUsage: graceful daemon [OPTIONS]\n";
+    assert_eq!(
+        usage_error_line(unexpected),
+        "unexpected argument '--bogus' found"
+    );
+    assert_eq!(usage_error_line(""), "invalid arguments");
+}

@@ -8,12 +8,7 @@ fn main() {
         Err(e) if !e.use_stderr() => e.exit(), // --help, --version
         Err(e) => {
             // One line, not clap's usage block: the error and where to look.
-            let text = e.render().to_string();
-            let first = text
-                .lines()
-                .next()
-                .unwrap_or("invalid arguments")
-                .trim_start_matches("error: ");
+            let first = graceful_api::usage_error_line(&e.render().to_string());
             eprintln!("graceful: {first} (see `graceful --help`)");
             std::process::exit(2);
         }

@@ -41,12 +41,7 @@ fn main() {
         Ok(c) => c,
         Err(e) if !e.use_stderr() => e.exit(), // --help, --version
         Err(e) => {
-            let msg = e.to_string();
-            let first = msg
-                .lines()
-                .next()
-                .unwrap_or_default()
-                .trim_start_matches("error: ");
+            let first = graceful_api::usage_error_line(&e.render().to_string());
             eprintln!("kubectl graceful: {first} (see `kubectl graceful --help`)");
             std::process::exit(2);
         }

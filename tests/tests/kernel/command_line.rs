@@ -101,3 +101,14 @@ fn the_keeper_run_by_hand_says_in_one_line_what_starts_it() {
     assert!(err.contains("`graceful daemon --keeper on`"), "{err}");
     assert!(out.stdout.is_empty(), "{out:?}");
 }
+
+#[test]
+fn a_missing_argument_is_named_in_the_one_line() {
+    let out = run("kubectl-graceful", &["adopt", "--budget", "5m"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        err.trim(),
+        "kubectl graceful: the following required arguments were not provided: --recommended (see `kubectl graceful --help`)"
+    );
+}
