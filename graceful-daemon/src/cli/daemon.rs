@@ -169,7 +169,9 @@ pub fn run(
             );
             return keeper::run::run(argv, scratch, std::path::Path::new("/proc/self/exe"));
         };
-        return Err(keeper::alone::exec(&program, &argv, scratch, format));
+        let e = keeper::alone::exec(&program, &argv, scratch, format);
+        tracing::warn!(error = %e, "keeper: keeping in this process instead");
+        return keeper::run::run(argv, scratch, std::path::Path::new("/proc/self/exe"));
     }
     if std::env::var_os(keeper::ENV).is_some() {
         // A keeper's agent is exec'd through a descriptor (`/proc/<keeper>/fd/3`),

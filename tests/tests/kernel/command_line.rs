@@ -112,3 +112,23 @@ fn a_missing_argument_is_named_in_the_one_line() {
         "kubectl graceful: the following required arguments were not provided: --recommended (see `kubectl graceful --help`)"
     );
 }
+
+#[test]
+fn a_keeper_of_another_build_than_its_agent_refuses_in_one_line() {
+    let path = graceful_bin().with_file_name("graceful-keeper");
+    let out = Command::new(&path)
+        .args(["graceful", "daemon", "--keeper", "on"])
+        .env("GRACEFUL_KEEPER_EXE_FD", "0")
+        .env("GRACEFUL_KEEPER_SCRATCH", std::env::temp_dir())
+        .env("GRACEFUL_KEEPER_VERSION", "0.0.1 (0123456789ab)")
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("\"0.0.1 (0123456789ab)\": install the two from one build"),
+        "{err}"
+    );
+}

@@ -21,7 +21,7 @@ use std::{
 
 use crate::logging::LogFormat;
 
-use super::{ENV_EXE, ENV_LOG, ENV_SCRATCH};
+use super::{ENV_EXE, ENV_LOG, ENV_SCRATCH, ENV_VERSION};
 
 /// The program's name, beside `graceful`.
 pub const PROGRAM: &str = "graceful-keeper";
@@ -32,8 +32,9 @@ pub fn beside_this() -> Option<PathBuf> {
     keeper.is_file().then_some(keeper)
 }
 
-/// Becomes `keeper` (returns only if the exec failed): `args` is this
-/// process's command line, which the keeper runs as its agent.
+/// Becomes `keeper` (returns only if the exec failed, and then closes
+/// what it opened): `args` is this process's command line, which the
+/// keeper runs as its agent.
 pub fn exec(keeper: &Path, args: &[OsString], scratch: &Path, format: LogFormat) -> anyhow::Error {
     // Open without O_CLOEXEC: the keeper inherits it.
     let exe = match rustix::fs::open(
@@ -57,6 +58,7 @@ pub fn exec(keeper: &Path, args: &[OsString], scratch: &Path, format: LogFormat)
         .env(ENV_EXE, exe.as_raw_fd().to_string())
         .env(ENV_SCRATCH, scratch)
         .env(ENV_LOG, format)
+        .env(ENV_VERSION, crate::VERSION)
         .exec();
     anyhow::anyhow!("keeper: cannot exec {}: {e}", keeper.display())
 }
@@ -102,9 +104,19 @@ fn run() -> anyhow::Result<i32> {
     // SAFETY: the descriptor was opened for this process by the exec'ing
     // `graceful` and nothing else here owns it.
     let exe = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-    // Kept open for the keeper's life, closed in its agents: they run it
-    // through /proc/<keeper>/fd, which needs the keeper's copy only.
+    // Kept open for the keeper's life, closed in its agents: exec opens
+    // /proc/self/fd/N before it closes the descriptors marked so.
     rustix::io::fcntl_setfd(&exe, rustix::io::FdFlags::CLOEXEC)?;
-    let agent = PathBuf::from(format!("/proc/{}/fd/{fd}", std::process::id()));
+    // Built apart, the two could differ; a keeper of another wire format
+    // would refuse each deposit, and the next crash would cut every held
+    // hook. Said now, when nothing is held yet.
+    let theirs = std::env::var(ENV_VERSION).unwrap_or_default();
+    if theirs != crate::VERSION {
+        anyhow::bail!(
+            "this is graceful-keeper {} and the graceful beside it is {theirs:?}: install the two from one build",
+            crate::VERSION
+        );
+    }
+    let agent = PathBuf::from(format!("/proc/self/fd/{fd}"));
     super::run::run(std::env::args_os().collect(), Path::new(&scratch), &agent)
 }

@@ -41,8 +41,10 @@ pub const ENV: &str = "GRACEFUL_KEEPER_FD";
 const ENV_EXE: &str = "GRACEFUL_KEEPER_EXE_FD";
 /// the keeper's scratch directory (the API socket's);
 const ENV_SCRATCH: &str = "GRACEFUL_KEEPER_SCRATCH";
-/// and `--log-format`, as the agent was given it.
+/// `--log-format`, as the agent was given it;
 const ENV_LOG: &str = "GRACEFUL_KEEPER_LOG_FORMAT";
+/// and the agent's version, which must be the keeper's.
+const ENV_VERSION: &str = "GRACEFUL_KEEPER_VERSION";
 /// Every variable the keeper is started with, which its agent must not
 /// inherit.
-const ENVS: [&str; 3] = [ENV_EXE, ENV_SCRATCH, ENV_LOG];
+const ENVS: [&str; 4] = [ENV_EXE, ENV_SCRATCH, ENV_LOG, ENV_VERSION];
