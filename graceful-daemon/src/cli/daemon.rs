@@ -174,7 +174,7 @@ pub fn run(
         return keeper::run::run(argv, scratch, std::path::Path::new("/proc/self/exe"));
     }
     if std::env::var_os(keeper::ENV).is_some() {
-        // A keeper's agent is exec'd through a descriptor (`/proc/<keeper>/fd/3`),
+        // A keeper's agent is exec'd through a descriptor (`/proc/self/fd/3`),
         // which names the process `3`: `ps` and `pgrep` know it as graceful.
         let _ = rustix::thread::set_name(c"graceful");
     }
