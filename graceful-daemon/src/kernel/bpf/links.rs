@@ -62,9 +62,32 @@ where
         .map_err(program(format!("open the {what} program")))
 }
 
+/// The kernel's BTF as aya reads it, for the programs whose load names a
+/// kernel type (`tp_btf`, `iter`): parsed at the first that needs it and
+/// kept for the others of one start. A parse of this machine's 5.5 MB
+/// vmlinux BTF takes 20 to 25 ms, and a first start under the sock_ops
+/// design loads four such programs.
+#[derive(Default)]
+pub struct KernelBtf(std::cell::OnceCell<aya::Btf>);
+
+impl KernelBtf {
+    pub fn get(&self) -> Result<&aya::Btf, LoadError> {
+        if let Some(btf) = self.0.get() {
+            return Ok(btf);
+        }
+        let btf = aya::Btf::from_sys_fs().map_err(LoadError::KernelBtf)?;
+        Ok(self.0.get_or_init(|| btf))
+    }
+}
+
 /// Attaches one of the always-on tracepoint programs and pins its link at `path`.
-pub fn attach_and_pin(ebpf: &mut Ebpf, which: (&str, &str), path: &Path) -> Result<(), LoadError> {
-    let (prog, id) = attach_tp(ebpf, which)?;
+pub fn attach_and_pin(
+    ebpf: &mut Ebpf,
+    which: (&str, &str),
+    path: &Path,
+    btf: &KernelBtf,
+) -> Result<(), LoadError> {
+    let (prog, id) = attach_tp(ebpf, which, btf)?;
     let link: FdLink = prog
         .take_link(id)
         .map_err(program(format!("take the {} link", which.0)))?
@@ -83,10 +106,10 @@ fn pin(link: FdLink, path: &Path) -> Result<(), LoadError> {
 pub fn attach_tp<'a>(
     ebpf: &'a mut Ebpf,
     (name, tracepoint): (&str, &str),
+    btf: &KernelBtf,
 ) -> Result<(&'a mut BtfTracePoint, BtfTracePointLinkId), LoadError> {
-    let btf = aya::Btf::from_sys_fs().map_err(LoadError::KernelBtf)?;
     let prog: &mut BtfTracePoint = prog_mut(ebpf, name, name)?;
-    prog.load(tracepoint, &btf)
+    prog.load(tracepoint, btf.get()?)
         .map_err(program(format!("load tp_btf/{tracepoint}")))?;
     let id = prog
         .attach()
@@ -121,16 +144,22 @@ pub fn attach_sock_ops(ebpf: &mut Ebpf, root: &Path, pin_at: Option<&Path>) -> R
     Ok(())
 }
 
-/// Loads the adoption iterator from an attached object, the first time;
-/// later calls return it as loaded. (Only the load needs the kernel's BTF,
+/// Loads the adoption iterator, unless loaded: the attach does, with the
+/// BTF its tracepoints parsed. (Only the load needs the kernel's BTF,
 /// whose parse costs tens of MiB and milliseconds: not once per namespace.)
-pub fn adoption_iter(ebpf: &mut Ebpf) -> Result<&mut Iter, LoadError> {
+pub fn load_adoption_iter(ebpf: &mut Ebpf, btf: &KernelBtf) -> Result<(), LoadError> {
     let prog: &mut Iter = prog_mut(ebpf, names::PROG_ADOPT, "adoption")?;
     if prog.fd().is_err() {
-        let btf = aya::Btf::from_sys_fs().map_err(LoadError::KernelBtf)?;
-        prog.load("tcp", &btf).map_err(program("load iter/tcp"))?;
+        prog.load("tcp", btf.get()?).map_err(program("load iter/tcp"))?;
     }
-    Ok(prog)
+    Ok(())
+}
+
+/// The adoption iterator of an object, loaded (with a BTF of its own if
+/// the attach did not load it).
+pub fn adoption_iter(ebpf: &mut Ebpf) -> Result<&mut Iter, LoadError> {
+    load_adoption_iter(ebpf, &KernelBtf::default())?;
+    prog_mut(ebpf, names::PROG_ADOPT, "adoption")
 }
 
 /// Opens an instance of the adoption iterator (loading it the first

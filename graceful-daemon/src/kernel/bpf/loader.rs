@@ -26,7 +26,7 @@ use aya::{
     Ebpf,
 };
 use graceful_common::{clock::monotonic_ns, control, names, Meta};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 pub use super::error::LoadError;
 use super::{
@@ -144,7 +144,13 @@ pub fn attach(pins: &PinDir, opts: &AttachOptions) -> Result<Attached, LoadError
     let design = choose(pins, opts, &offsets)?;
     let (mut ebpf, design) = load_counting(pins, opts, &offsets, design, reused_maps, &ops_link)?;
 
-    let table = programs::attach_all(&mut ebpf, pins, &fp, design, &offsets)?;
+    let btf = links::KernelBtf::default();
+    let table = programs::attach_all(&mut ebpf, pins, &fp, design, &offsets, &btf)?;
+    // With the BTF parsed for the tracepoints, while it is here. Where it
+    // fails, adoption tries again and says why, as it did before.
+    if let Err(e) = links::load_adoption_iter(&mut ebpf, &btf) {
+        debug!(error = %e, "the adoption iterator is not loaded yet");
+    }
     // The programs that count new connections were attached already.
     let reused_link = match design {
         Design::SockOps => ops_attached,
@@ -397,13 +403,14 @@ pub fn trial(cgroup_root: &Path) -> Result<Trial, LoadError> {
         .loader(true)
         .load(OBJECT)
         .map_err(|e| LoadError::Load { source: Box::new(e) })?;
-    links::attach_tp(&mut ebpf, links::STATE)?;
-    links::attach_tp(&mut ebpf, links::STATE_TWIN)?;
-    links::adoption_iter(&mut ebpf)?;
+    let btf = links::KernelBtf::default();
+    links::attach_tp(&mut ebpf, links::STATE, &btf)?;
+    links::attach_tp(&mut ebpf, links::STATE_TWIN, &btf)?;
+    links::load_adoption_iter(&mut ebpf, &btf)?;
     links::load_ingress(&mut ebpf)?;
     let exits = match offsets.exits_missing() {
         Some(e) => Some(e),
-        None => links::attach_tp(&mut ebpf, links::POPULATED)
+        None => links::attach_tp(&mut ebpf, links::POPULATED, &btf)
             .err()
             .map(|e| e.to_string()),
     };

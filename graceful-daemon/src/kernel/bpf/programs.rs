@@ -104,6 +104,7 @@ pub fn attach_all(
     fp: &str,
     design: Design,
     offsets: &Offsets,
+    btf: &links::KernelBtf,
 ) -> Result<Vec<Placed>, LoadError> {
     let mut placed = Vec::new();
     for program in PROGRAMS.iter().filter(|p| p.only.is_none_or(|d| d == design)) {
@@ -112,7 +113,7 @@ pub fn attach_all(
         if !existed {
             let attached = match (program.needs)(offsets) {
                 Some(lacks) => Err(links::pin_err(format!("attach {}", program.which.0), lacks)),
-                None => links::attach_and_pin(ebpf, program.which, &link),
+                None => links::attach_and_pin(ebpf, program.which, &link, btf),
             };
             match (attached, program.without) {
                 (Ok(()), None) => info!(link = %link.display(), "{} attached", program.which.0),
