@@ -103,17 +103,6 @@ fn the_keeper_run_by_hand_says_in_one_line_what_starts_it() {
 }
 
 #[test]
-fn a_missing_argument_is_named_in_the_one_line() {
-    let out = run("kubectl-graceful", &["adopt", "--budget", "5m"]);
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(
-        err.trim(),
-        "kubectl graceful: the following required arguments were not provided: --recommended (see `kubectl graceful --help`)"
-    );
-}
-
-#[test]
 fn a_keeper_of_another_build_than_its_agent_refuses_in_one_line() {
     let path = graceful_bin().with_file_name("graceful-keeper");
     let out = Command::new(&path)
