@@ -356,7 +356,7 @@ fn commit_of(graceful: &Path) -> anyhow::Result<String> {
 
 /// The commit's time (seconds since the epoch), the image's creation
 /// time; 0 outside a repository.
-fn commit_time(root: &Path) -> u64 {
+pub(crate) fn commit_time(root: &Path) -> u64 {
     Command::new("git")
         .arg("-C")
         .arg(root)

@@ -7,5 +7,6 @@ pub mod build;
 pub mod host;
 pub mod image;
 pub mod lab;
+pub mod plugin;
 pub mod setup;
 pub mod util;

@@ -5,6 +5,7 @@
 //! - `test`:  build the agent and run the whole test suite.
 //! - `layout`: check the tree's structure (import circles, file sizes, inline tests).
 //! - `docs`: regenerate docs/cli.md from the CLI's definitions.
+//! - `plugin`: kubectl-graceful's release archives and their krew manifest.
 //! - `fuzz`: the fuzz targets under libFuzzer and the sanitizer.
 //!
 //! The lab's, handed as they are to the lab's program (`lab/`, a workspace
@@ -63,6 +64,15 @@ enum Command {
         #[arg(long, value_name = "REPOSITORY")]
         push: Option<String>,
     },
+    /// Build kubectl-graceful for every platform krew offers it on (Linux amd64 and arm64,
+    /// static), pack each into a release archive with the LICENSE, and write the krew manifest
+    /// that names them, all under target/plugin.
+    Plugin {
+        /// Where the release's archives are published: each `uri` in the manifest is this URL
+        /// and the archive's name.
+        #[arg(long, value_name = "URL")]
+        base_url: String,
+    },
     /// Regenerate docs/cli.md (the command reference) from the CLI's own definitions.
     Docs,
     /// Run the fuzz targets under libFuzzer with the address sanitizer (cargo fuzz, nightly;
@@ -113,6 +123,20 @@ fn image(push: Option<&str>) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn plugin(base_url: &str) -> anyhow::Result<()> {
+    let built = xtask::plugin::build(base_url)?;
+    for (p, archive, sum) in &built.archives {
+        println!(
+            "{:<10} {} ({:.1} MiB, sha256 {sum})",
+            format!("{}/{}", p.os, p.arch),
+            archive.display(),
+            xtask::image::size_mib(archive)
+        );
+    }
+    println!("manifest   {}", built.manifest.display());
+    Ok(())
+}
+
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -120,6 +144,7 @@ fn main() {
         Command::Test { no_cluster, args } => test::run(no_cluster, &args),
         Command::Layout(args) => layout::run(args),
         Command::Image { push } => image(push.as_deref()).map(|_| 0),
+        Command::Plugin { base_url } => plugin(&base_url).map(|_| 0),
         Command::Docs => docs::run_docs().map(|_| 0),
         Command::Fuzz { seconds, targets } => fuzz::run(seconds, &targets),
         Command::Demo(a) => lab::run("demo", &a.args),

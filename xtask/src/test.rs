@@ -141,6 +141,10 @@ fn run_phases(
     println!("==> the test node: cargo xtask cluster up");
     util::run(&mut lab::command("cluster", &["up"]))?;
     phases.mark("node up");
+    // The plugin's release archives and krew manifest, which a node test
+    // installs with krew (served on loopback: the host is swapped there).
+    xtask::plugin::build(xtask::plugin::TEST_BASE_URL)?;
+    phases.mark("plugin archives");
     let mut cmd = cargo();
     cmd.args([
         "test",

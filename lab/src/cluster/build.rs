@@ -19,6 +19,9 @@
 //! - The CNCF Distribution registry, by `go install`: the suite pushes the
 //!   agent's image to it (`cargo xtask image --push`) and the node pulls
 //!   from it, as a cluster pulls from its registry.
+//! - krew and its manifest validator, by `go install`: the suite installs
+//!   the plugin's release archives (`cargo xtask plugin`) with them. Not
+//!   the node's either: a user's kubectl's.
 //!
 //! runc and the CNI plugins stay Debian's (setup installs them): runc from
 //! the module proxy needs cgo and libseccomp, and Debian's 1.1.5 runs every
@@ -51,6 +54,8 @@ pub const ISTIO: &str = "v0.0.0-20260827124520-eed52ebb66ad";
 pub const HELM: &str = "v3.21.4";
 /// github.com/distribution/distribution/v3: the registry.
 pub const DISTRIBUTION: &str = "v3.1.2";
+/// sigs.k8s.io/krew: `kubectl krew` and validate-krew-manifest.
+pub const KREW: &str = "v0.4.3";
 
 /// The commands built from k8s.io/kubernetes.
 pub const KUBE_COMMANDS: &[&str] = &[
@@ -90,6 +95,7 @@ pub struct Kube {
     istio: PathBuf,
     helm: PathBuf,
     registry: PathBuf,
+    krew: PathBuf,
 }
 
 impl Kube {
@@ -102,6 +108,7 @@ impl Kube {
             "pilot-agent" => &self.istio,
             "helm" => &self.helm,
             "registry" => &self.registry,
+            "kubectl-krew" | "validate-krew-manifest" => &self.krew,
             "containerd" | "containerd-shim-runc-v2" | "ctr" | "crictl" => &self.containerd,
             _ => &self.kube,
         };
@@ -120,6 +127,7 @@ impl Kube {
             &self.istio,
             &self.helm,
             &self.registry,
+            &self.krew,
         ];
         let mut path: Vec<String> = dirs.iter().map(|d| d.join("bin").display().to_string()).collect();
         let inherited = std::env::var("PATH").unwrap_or_default();
@@ -152,6 +160,7 @@ pub fn ensure(asked: &str) -> anyhow::Result<Kube> {
     let istio = tools.join(format!("istio-{ISTIO}"));
     let helm = tools.join(format!("helm-{HELM}"));
     let registry = tools.join(format!("distribution-{DISTRIBUTION}"));
+    let krew = tools.join(format!("krew-{KREW}"));
     let mut bins: Vec<&str> = KUBE_COMMANDS.to_vec();
     bins.push("pause");
     cached_or(
@@ -216,6 +225,13 @@ pub fn ensure(asked: &str) -> anyhow::Result<Kube> {
             )
         },
     )?;
+    cached_or(
+        &krew,
+        &format!("krew {KREW}"),
+        &["kubectl-krew", "validate-krew-manifest"],
+        "about a minute",
+        build_krew,
+    )?;
     built(version)
 }
 
@@ -243,6 +259,7 @@ pub fn built(asked: &str) -> anyhow::Result<Kube> {
         istio: tools.join(format!("istio-{ISTIO}")),
         helm: tools.join(format!("helm-{HELM}")),
         registry: tools.join(format!("distribution-{DISTRIBUTION}")),
+        krew: tools.join(format!("krew-{KREW}")),
     })
 }
 
@@ -353,6 +370,25 @@ fn build_containerd(dir: &Path) -> anyhow::Result<()> {
 /// Helm with the version and the Kubernetes version its Makefile stamps in:
 /// without them `helm template` renders for Kubernetes 1.20 and refuses a
 /// chart that needs 1.25.
+/// krew as kubectl finds a plugin (`kubectl-krew` on PATH), and the
+/// validator krew's index runs on every manifest submitted to it (which
+/// installs each platform's archive with `kubectl krew install`). No
+/// version is stamped: krew then skips its check for a newer release,
+/// which would reach the network.
+fn build_krew(dir: &Path) -> anyhow::Result<()> {
+    let bin = dir.join("bin");
+    gomod::install(
+        &bin,
+        &[
+            format!("sigs.k8s.io/krew/cmd/krew@{KREW}"),
+            format!("sigs.k8s.io/krew/cmd/validate-krew-manifest@{KREW}"),
+        ],
+        "-s -w",
+    )?;
+    fs::rename(bin.join("krew"), bin.join("kubectl-krew"))?;
+    Ok(())
+}
+
 fn build_helm(dir: &Path) -> anyhow::Result<()> {
     let m = "helm.sh/helm/v3";
     let (go_mod, _) = gomod::go_mod(m, HELM)?;

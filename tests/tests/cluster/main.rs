@@ -19,6 +19,7 @@ mod helm_lifecycle;
 mod http_gate;
 mod image;
 mod inject;
+mod krew;
 mod kubectl_plugin;
 mod mesh;
 mod monitoring;
