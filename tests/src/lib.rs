@@ -30,8 +30,17 @@ pub use graceful_test_support::{is_root, memcg, monotonic_ns, process, tinyfs, u
 /// end of a quiet window) and that it never came early; how fast is measured
 /// side by side in `cargo xtask bench release-latency`, not asserted on a
 /// machine that may be busy. A 1 s poll or a missed event, which these
-/// tests exist to catch, lands far outside this slack.
-pub const EVENT_SLACK_MS: u64 = 400;
+/// tests exist to catch, lands far outside this slack: 400 ms on a host,
+/// twice that in the kernel matrix's guests (`GRACEFUL_VM`), whose CPUs
+/// qemu emulates on one host thread each beside the node's tests (a 6.1
+/// guest once released a hook 414 ms after its container exited).
+pub fn event_slack_ms() -> u64 {
+    if std::env::var_os("GRACEFUL_VM").is_some() {
+        800
+    } else {
+        400
+    }
+}
 
 /// `name` as cargo built it into the running executable's target
 /// directory, target/<profile>/: the directory of a binary of this crate,

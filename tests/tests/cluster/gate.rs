@@ -13,7 +13,7 @@ use graceful_tests::{
         pod::{Log, Pod},
         Cluster, Namespace, AGENT_NAMESPACE, AGENT_SELECTOR,
     },
-    EVENT_SLACK_MS,
+    event_slack_ms,
 };
 
 /// Waits until the agent lists a drain of `uid` as active.
@@ -76,7 +76,7 @@ pub fn held_until_the_last_close(
     let after_ms = sigterm.saturating_sub(closed_ns) as f64 / 1e6;
     eprintln!("{what}SIGTERM {after_ms:.1} ms after the last client closed (settle 200 ms)");
     assert!(
-        sigterm > closed_ns && after_ms >= 200.0 && after_ms < 200.0 + EVENT_SLACK_MS as f64,
+        sigterm > closed_ns && after_ms >= 200.0 && after_ms < 200.0 + event_slack_ms() as f64,
         "SIGTERM {after_ms:.1} ms after the last close: the settle is 200 ms"
     );
     // A wait, not a bound: under load the kubelet takes its time to tear

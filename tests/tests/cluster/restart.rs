@@ -69,7 +69,7 @@ fn a_drain_survives_the_agent_pods_deletion_and_keeps_its_deadline() {
     let after_ms = freed_term.saturating_sub(closed_ns) as f64 / 1e6;
     eprintln!("freed: SIGTERM {after_ms:.0} ms after its clients closed, through the new agent");
     assert!(
-        freed_term > closed_ns && after_ms < 200.0 + graceful_tests::EVENT_SLACK_MS as f64,
+        freed_term > closed_ns && after_ms < 200.0 + graceful_tests::event_slack_ms() as f64,
         "freed: SIGTERM {after_ms:.0} ms after the last close (settle 200 ms)"
     );
 

@@ -13,9 +13,8 @@ use graceful::{
 use graceful_tests::{
     agent::Agent,
     cgroup::Cgroup,
-    monotonic_ns,
+    event_slack_ms, monotonic_ns,
     peer::{held_connections, Peer},
-    EVENT_SLACK_MS,
 };
 
 use crate::require_root;
@@ -82,7 +81,7 @@ fn drained_is_released_settle_after_the_last_close() {
     // close event wakes it, not a poll.
     let after = report.after_last_close_ms.unwrap();
     assert!(
-        (100..=100 + EVENT_SLACK_MS).contains(&after),
+        (100..=100 + event_slack_ms()).contains(&after),
         "released {after} ms after the last close (settle 100 ms)"
     );
     eprintln!("drained: released {after} ms after the last close (settle 100 ms)");
@@ -109,7 +108,7 @@ fn drained_hits_its_deadline_with_idle_keepalive_connections() {
     assert_eq!(report.reason, Reason::Deadline);
     assert_eq!(report.inbound_at_release, 20);
     assert!(
-        (500..=500 + EVENT_SLACK_MS).contains(&report.waited_ms),
+        (500..=500 + event_slack_ms()).contains(&report.waited_ms),
         "waited {} ms for a 500 ms deadline",
         report.waited_ms
     );

@@ -10,10 +10,10 @@ use std::{
 };
 
 use graceful_tests::{
+    event_slack_ms,
     gate::wait_draining,
     http_hook::{get, wait_listening, Scene, PORT},
     not_traffic::{noise, ss_inbound, Noisy, StopOnDrop, METRICS_PORT},
-    EVENT_SLACK_MS,
 };
 use serde_json::{json, Value};
 
@@ -179,11 +179,11 @@ fn a_drain_waits_for_its_real_clients_only() {
     assert!(r["ignored_at_release"].as_u64().unwrap() >= 1, "{r}");
     let after = r["after_last_close_ms"].as_u64().unwrap();
     assert!(
-        after <= EVENT_SLACK_MS,
+        after <= event_slack_ms(),
         "released {after} ms after the last real close: {r}"
     );
     assert!(
-        seen.answered_after <= Duration::from_millis(2 * EVENT_SLACK_MS),
+        seen.answered_after <= Duration::from_millis(2 * event_slack_ms()),
         "answered {:?} after the close",
         seen.answered_after
     );
@@ -216,7 +216,7 @@ fn quiet_leaves_out_a_chatty_scraper() {
     assert_eq!(r["reason"], "quiet", "{r}");
     let waited = r["waited_ms"].as_u64().unwrap();
     assert!(
-        (500..=500 + 2 * EVENT_SLACK_MS).contains(&waited),
+        (500..=500 + 2 * event_slack_ms()).contains(&waited),
         "released after {waited} ms (quiet 500 ms) with a scrape every 200 ms: {r}"
     );
     // Idle real clients stay: quiet does not wait for them to close.

@@ -7,10 +7,10 @@
 use graceful_tests::{
     agent::Agent,
     cgroup::Cgroup,
+    event_slack_ms,
     gate::{finish, hook, wait_draining},
     peer::{addr, Peer},
     pod::SimPod,
-    EVENT_SLACK_MS,
 };
 
 use crate::require_root;
@@ -146,7 +146,7 @@ fn a_pod_flooding_the_gate_gets_its_share_and_others_drain_as_usual() {
     assert_eq!(report["pod"], victim.uid.as_str());
     let after = report["after_last_close_ms"].as_u64().unwrap();
     assert!(
-        (100..=100 + EVENT_SLACK_MS).contains(&after),
+        (100..=100 + event_slack_ms()).contains(&after),
         "released {after} ms after the last close (settle 100 ms) under the flood: {out}"
     );
     assert!(!out.contains("busy"), "the other pod was turned away: {out}");

@@ -14,11 +14,11 @@ use graceful_tests::monotonic_ns;
 use graceful_tests::{
     agent::Agent,
     cgroup::Cgroup,
+    event_slack_ms,
     gate::{engaged, finish, finish_engaged, hook, pod_holding, wait_draining},
     netns::VethPair,
     peer::{addr, Peer},
     pod::SimPod,
-    EVENT_SLACK_MS,
 };
 use serde_json::Value;
 
@@ -66,7 +66,7 @@ fn released_on_the_last_close_after_endpoint_propagation() {
     );
     let after = report["after_last_close_ms"].as_u64().unwrap();
     assert!(
-        (100..=100 + EVENT_SLACK_MS).contains(&after),
+        (100..=100 + event_slack_ms()).contains(&after),
         "released {after} ms after the last close (settle 100 ms): {out}"
     );
     assert_eq!(report["pod"], pod.uid.as_str());
@@ -117,7 +117,7 @@ fn quiet_releases_idle_keepalives_and_drained_hits_the_deadline() {
     let release = report["release_ns"].as_u64().unwrap();
     let after_ms = release.saturating_sub(last_payload) / 1_000_000;
     assert!(
-        release >= last_sent + 800_000_000 && after_ms <= 800 + EVENT_SLACK_MS,
+        release >= last_sent + 800_000_000 && after_ms <= 800 + event_slack_ms(),
         "quiet released {after_ms} ms after the last payload (window 800 ms): {out}"
     );
 

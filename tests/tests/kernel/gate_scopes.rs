@@ -7,10 +7,10 @@ use graceful_tests::monotonic_ns;
 use graceful_tests::{
     agent::Agent,
     cgroup::Cgroup,
+    event_slack_ms,
     gate::{engaged, finish, finish_engaged, hook},
     peer::{addr, held_connections, Peer},
     pod::SimPod,
-    EVENT_SLACK_MS,
 };
 
 use crate::require_root;
@@ -44,7 +44,7 @@ fn a_sidecar_with_scope_pod_is_held_until_the_app_has_drained() {
         "released before the app drained: {out}"
     );
     let after = report["after_last_close_ms"].as_u64().unwrap();
-    assert!((100..=100 + EVENT_SLACK_MS).contains(&after), "{out}");
+    assert!((100..=100 + event_slack_ms()).contains(&after), "{out}");
 }
 
 #[test]
@@ -128,7 +128,7 @@ fn after_containers_releases_when_they_exit() {
     let release = report["release_ns"].as_u64().unwrap();
     assert!(release >= before, "{out}");
     assert!(
-        release.saturating_sub(after) <= EVENT_SLACK_MS * 1_000_000,
+        release.saturating_sub(after) <= event_slack_ms() * 1_000_000,
         "released {} ms after the app exited: {out}",
         (release - after) / 1_000_000
     );

@@ -12,6 +12,7 @@ use std::{
 
 use graceful_tests::{
     agent::Agent,
+    event_slack_ms,
     gate::wait_draining,
     http_hook::{
         get, list, listening, pod_object, send, wait_listening, wait_watching, watch_line, Scene, PORT,
@@ -24,7 +25,6 @@ use graceful_tests::{
     netns::NetNs,
     peer::Peer,
     pod::SimPod,
-    EVENT_SLACK_MS,
 };
 use serde_json::{json, Value};
 
@@ -72,12 +72,12 @@ fn the_hook_is_held_until_the_last_client_closes_then_answered_with_the_report()
     assert_eq!(report["inbound_at_start"], 3, "{report}");
     let after = report["after_last_close_ms"].as_u64().unwrap();
     assert!(
-        (100..=100 + EVENT_SLACK_MS).contains(&after),
+        (100..=100 + event_slack_ms()).contains(&after),
         "released {after} ms after the last close (settle 100 ms): {report}"
     );
     let answered_ms = (answered_ns - closed_ns) / 1_000_000;
     assert!(
-        answered_ms <= 100 + 2 * EVENT_SLACK_MS,
+        answered_ms <= 100 + 2 * event_slack_ms(),
         "answered {answered_ms} ms after the close"
     );
     // A path as a kubelet that adds its own slash sends it is the same.

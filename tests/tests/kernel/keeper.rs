@@ -13,13 +13,13 @@ use std::time::{Duration, Instant};
 use graceful_tests::{
     agent::{since_pause_ms, Agent},
     cgroup::Cgroup,
+    event_slack_ms,
     gate::{
         abstract_listening, engaged, finish_engaged, hook, hook_at, pod_holding, pod_socket, wait_draining,
     },
     http_hook::{wait_listening, Scene, PORT},
     peer::held_connections,
     pod::SimPod,
-    EVENT_SLACK_MS,
 };
 use serde_json::json;
 
@@ -139,7 +139,7 @@ fn a_hook_that_comes_while_no_agent_runs_waits_and_a_passed_deadline_releases_at
     let due = back.max(short_started + Duration::from_millis(1500));
     let late_by = Instant::now().saturating_duration_since(due);
     assert!(
-        late_by < Duration::from_millis(2 * EVENT_SLACK_MS),
+        late_by < Duration::from_millis(2 * event_slack_ms()),
         "released {late_by:?} after it was due (its deadline, or the agent's return): {out}"
     );
 

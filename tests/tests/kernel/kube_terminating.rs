@@ -8,13 +8,13 @@ use std::time::Duration;
 
 use graceful_tests::{
     agent::{graceful, Agent},
+    event_slack_ms,
     k8s::{
         fake_api::{FakeApi, Reply},
         fixture, lines,
         terminating::{field, num, scene, Reach, Scene},
         with_api, NODE,
     },
-    EVENT_SLACK_MS,
 };
 
 use crate::{metric, require_root};
@@ -95,7 +95,7 @@ fn terminating_pod_is_reported_on_its_last_inbound_close() {
     assert_eq!(counters.inbound_live, 0);
     let after_ms = (num(&line, "report_ns") - last_close) as f64 / 1e6;
     assert!(
-        (0.0..=EVENT_SLACK_MS as f64).contains(&after_ms),
+        (0.0..=event_slack_ms() as f64).contains(&after_ms),
         "reported {after_ms:.1} ms after the last close: {line}"
     );
     let since = field(&line, "seconds_since_deletion")

@@ -54,13 +54,13 @@ use std::{
 use graceful_tests::{
     agent::Agent,
     cgroup::Cgroup,
+    event_slack_ms,
     gate::{assert_carried_on, engaged, finish, finish_engaged, hook, wait_draining},
     http_hook::{get, Answer, Scene, PORT},
     netns::NetNs,
     oracle,
     peer::Peer,
     pod::SimPod,
-    EVENT_SLACK_MS,
 };
 use serde_json::{json, Value};
 
@@ -227,7 +227,7 @@ pub fn released_across(child: Child, stdout: JoinHandle<String>, seen: &[u64]) -
 pub fn assert_settled(report: &Value, out: &str) {
     let after = report["after_last_close_ms"].as_u64().unwrap();
     assert!(
-        (100..=100 + EVENT_SLACK_MS).contains(&after),
+        (100..=100 + event_slack_ms()).contains(&after),
         "released {after} ms after the last close (settle 100 ms): {out}"
     );
 }
@@ -330,7 +330,7 @@ pub fn http_answered_once(s: &Scene, agent: &Agent, answer: Answer, closed_ns: u
     assert_carried_on(&report, &[3, 2]);
     let answered_ms = (graceful_tests::monotonic_ns() - closed_ns) / 1_000_000;
     assert!(
-        answered_ms <= 100 + 2 * EVENT_SLACK_MS,
+        answered_ms <= 100 + 2 * event_slack_ms(),
         "answered {answered_ms} ms after the last close"
     );
     let again = get(

@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 
 use graceful_tests::{
     cgroup::Cgroup,
+    event_slack_ms,
     gate::{abstract_listening, engaged, finish, finish_engaged, hook_at, pod_socket, wait_draining},
     http_hook::{listening, pod_object, watch_line, Scene, PORT},
     pod::SimPod,
-    EVENT_SLACK_MS,
 };
 use serde_json::json;
 
@@ -59,7 +59,7 @@ fn a_hook_inside_the_pod_is_held_until_the_last_client_closes_and_the_pod_has_no
     assert_eq!(report["pod"], s.pod.uid.as_str(), "{out}");
     assert_eq!(report["inbound_at_start"], 3, "{out}");
     assert!(
-        answered_ms <= 100 + 2 * EVENT_SLACK_MS,
+        answered_ms <= 100 + 2 * event_slack_ms(),
         "released {answered_ms} ms after the last close (settle 100 ms): {out}"
     );
     s.api.wait_event("DrainReleased");
