@@ -313,26 +313,31 @@ impl Built {
 /// alone keeps graceful-api's serde feature off); returns their directory.
 pub fn static_binaries(target: &str) -> anyhow::Result<PathBuf> {
     for package in ["graceful-daemon", "graceful-wait"] {
-        let mut cmd = util::cargo();
-        cmd.args([
-            "build",
-            "--release",
-            "--locked",
-            "--target",
-            target,
-            "-p",
-            package,
-        ]);
-        println!("==> {}", util::display(&cmd));
-        let hint = if target == MUSL_ARM64 {
-            " (arm64 needs its Rust target and Debian's gcc-aarch64-linux-gnu: `cargo xtask setup`)"
-        } else {
-            ""
-        };
-        util::run(&mut cmd)
-            .with_context(|| format!("the static build of {package} for {target} failed{hint}"))?;
+        static_build(target, package)?;
     }
     Ok(util::target_dir().join(target).join("release"))
+}
+
+/// `package`'s release build, `--locked`, for `target` (a musl target):
+/// the image's binaries, and the plugin's archives (crate::plugin).
+pub fn static_build(target: &str, package: &str) -> anyhow::Result<()> {
+    let mut cmd = util::cargo();
+    cmd.args([
+        "build",
+        "--release",
+        "--locked",
+        "--target",
+        target,
+        "-p",
+        package,
+    ]);
+    println!("==> {}", util::display(&cmd));
+    let hint = if target == MUSL_ARM64 {
+        " (arm64 needs its Rust target and Debian's gcc-aarch64-linux-gnu: `cargo xtask setup`)"
+    } else {
+        ""
+    };
+    util::run(&mut cmd).with_context(|| format!("the static build of {package} for {target} failed{hint}"))
 }
 
 /// The commit `graceful --version` names (`0.1.0 (0123456789ab)`): the

@@ -128,7 +128,7 @@ fn plugin(base_url: &str) -> anyhow::Result<()> {
     for (p, archive, sum) in &built.archives {
         println!(
             "{:<10} {} ({:.1} MiB, sha256 {sum})",
-            format!("{}/{}", p.os, p.arch),
+            format!("{}/{}", xtask::plugin::OS, p.oci),
             archive.display(),
             xtask::image::size_mib(archive)
         );

@@ -23,7 +23,7 @@ use std::{
 use anyhow::Context as _;
 
 use crate::{
-    setup::{MUSL, MUSL_ARM64},
+    image::{Arch, ARCHES},
     util,
 };
 
@@ -37,42 +37,22 @@ pub const BIN: &str = "kubectl-graceful";
 /// resolves nowhere (RFC 2606), since the test serves the archives itself.
 pub const TEST_BASE_URL: &str = "https://release.invalid/graceful";
 
-/// One platform the plugin is offered on.
-#[derive(Debug, Clone, Copy)]
-pub struct Platform {
-    /// krew's `os` label (`GOOS`).
-    pub os: &'static str,
-    /// krew's `arch` label (`GOARCH`).
-    pub arch: &'static str,
-    /// The Rust target it is built for.
-    pub target: &'static str,
-}
-
-/// The platforms, the manifest's order.
-pub const PLATFORMS: [Platform; 2] = [
-    Platform {
-        os: "linux",
-        arch: "amd64",
-        target: MUSL,
-    },
-    Platform {
-        os: "linux",
-        arch: "arm64",
-        target: MUSL_ARM64,
-    },
-];
+/// krew's `os` label of every archive: the platforms are Linux's, one per
+/// architecture of the image ([`ARCHES`]: `arch` is its OCI name, krew's
+/// `GOARCH` too).
+pub const OS: &str = "linux";
 
 /// What [`build`] wrote.
 pub struct Built {
     /// `target/plugin/graceful.yaml`.
     pub manifest: PathBuf,
-    /// Each platform's archive and its sha256 (hex), in [`PLATFORMS`]' order.
-    pub archives: Vec<(Platform, PathBuf, String)>,
+    /// Each architecture's archive and its sha256 (hex), in [`ARCHES`]' order.
+    pub archives: Vec<(Arch, PathBuf, String)>,
 }
 
-/// The archive's file name for `p`: `kubectl-graceful_v0.1.0_linux_amd64.tar.gz`.
-pub fn archive_name(p: &Platform) -> String {
-    format!("{BIN}_v{}_{}_{}.tar.gz", env!("CARGO_PKG_VERSION"), p.os, p.arch)
+/// The archive's file name for `a`: `kubectl-graceful_v0.1.0_linux_amd64.tar.gz`.
+pub fn archive_name(a: &Arch) -> String {
+    format!("{BIN}_v{}_{OS}_{}.tar.gz", env!("CARGO_PKG_VERSION"), a.oci)
 }
 
 /// Builds the plugin for every platform (release, `--locked`), packs each
@@ -86,18 +66,10 @@ pub fn build(base_url: &str) -> anyhow::Result<Built> {
     let license = util::workspace_root().join("LICENSE");
     let mtime = crate::image::commit_time(&util::workspace_root());
     let mut archives = Vec::new();
-    for p in PLATFORMS {
-        let mut cmd = util::cargo();
-        cmd.args(["build", "--release", "--locked", "--target", p.target, "-p", BIN]);
-        println!("==> {}", util::display(&cmd));
-        util::run(&mut cmd).with_context(|| {
-            format!(
-                "the plugin's build for {}/{} failed (its Rust target and linker: `cargo xtask setup`)",
-                p.os, p.arch
-            )
-        })?;
+    for p in ARCHES {
+        crate::image::static_build(p.target, BIN)?;
         let bin = util::target_dir().join(p.target).join("release").join(BIN);
-        let stage = out.join(format!("stage-{}-{}", p.os, p.arch));
+        let stage = out.join(format!("stage-{}", p.oci));
         fs::create_dir_all(&stage)?;
         fs::copy(&bin, stage.join(BIN)).with_context(|| format!("no {}", bin.display()))?;
         fs::copy(&license, stage.join("LICENSE"))?;
@@ -143,7 +115,7 @@ fn sha256(file: &Path) -> anyhow::Result<String> {
 }
 
 /// The krew manifest (krew.googlecontainertools.github.com/v1alpha2).
-fn manifest_text(base_url: &str, archives: &[(Platform, PathBuf, String)]) -> String {
+fn manifest_text(base_url: &str, archives: &[(Arch, PathBuf, String)]) -> String {
     let base = base_url.trim_end_matches('/');
     let mut platforms = String::new();
     for (p, archive, sum) in archives {
@@ -162,8 +134,8 @@ fn manifest_text(base_url: &str, archives: &[(Platform, PathBuf, String)]) -> St
       - from: LICENSE
         to: .
 ",
-            os = p.os,
-            arch = p.arch,
+            os = OS,
+            arch = p.oci,
         ));
     }
     format!(
