@@ -21,6 +21,7 @@ use std::{
 };
 
 use graceful_tests::{cluster::workspace, elf};
+use serde_norway::Value;
 
 /// The archives' files over HTTP on 127.0.0.1, one request per connection;
 /// stopped on drop.
@@ -112,15 +113,45 @@ fn validate(manifest: &Path) -> (bool, String) {
     )
 }
 
-/// The manifest with every `uri:`'s directory swapped for `base`.
-fn rehosted(manifest: &str, base: &str) -> String {
-    manifest
-        .lines()
-        .map(|l| match l.split_once("uri: ") {
-            Some((indent, uri)) => format!("{indent}uri: {base}/{}\n", uri.rsplit('/').next().unwrap()),
-            None => format!("{l}\n"),
+/// One platform of the manifest: its labels, its archive's file name (the
+/// `uri`'s last segment) and its sha256.
+struct Platform {
+    os: String,
+    arch: String,
+    file: String,
+    sha256: String,
+}
+
+fn platforms(manifest: &Value) -> Vec<Platform> {
+    let text = |v: &Value| {
+        v.as_str()
+            .unwrap_or_else(|| panic!("not a string: {v:?}"))
+            .to_string()
+    };
+    manifest["spec"]["platforms"]
+        .as_sequence()
+        .expect("spec.platforms")
+        .iter()
+        .map(|p| Platform {
+            os: text(&p["selector"]["matchLabels"]["os"]),
+            arch: text(&p["selector"]["matchLabels"]["arch"]),
+            file: text(&p["uri"]).rsplit('/').next().unwrap().to_string(),
+            sha256: text(&p["sha256"]),
         })
         .collect()
+}
+
+/// The manifest with every `uri` at `base`, and `edit` applied, written
+/// to `path`.
+fn write_rehosted(manifest: &Value, base: &str, path: &Path, edit: impl FnOnce(&mut Value)) {
+    let mut m = manifest.clone();
+    let files: Vec<String> = platforms(manifest).into_iter().map(|p| p.file).collect();
+    for (i, file) in files.iter().enumerate() {
+        m["spec"]["platforms"][i]["uri"] = Value::String(format!("{base}/{file}"));
+    }
+    edit(&mut m);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, serde_norway::to_string(&m).unwrap()).unwrap();
 }
 
 #[test]
@@ -133,27 +164,14 @@ fn krew_installs_each_platforms_archive_from_the_manifest() {
             manifest_path.display()
         )
     });
-    let uris: Vec<&str> = manifest
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("uri: "))
-        .collect();
-    let platforms: Vec<(String, String)> = {
-        let mut labels = manifest.lines().map(str::trim);
-        let mut v = Vec::new();
-        while let Some(l) = labels.next() {
-            if let Some(os) = l.strip_prefix("os: ") {
-                let arch = labels.next().and_then(|a| a.strip_prefix("arch: ")).unwrap();
-                v.push((os.to_string(), arch.to_string()));
-            }
-        }
-        v
-    };
+    let manifest: Value = serde_norway::from_str(&manifest).unwrap();
+    let platforms = platforms(&manifest);
+    let labels: Vec<(&str, &str)> = platforms.iter().map(|p| (&*p.os, &*p.arch)).collect();
     assert_eq!(
-        platforms,
-        [("linux".into(), "amd64".into()), ("linux".into(), "arm64".into())],
-        "the manifest's platforms: {manifest}"
+        labels,
+        [("linux", "amd64"), ("linux", "arm64")],
+        "the manifest's platforms"
     );
-    assert_eq!(uris.len(), platforms.len(), "{manifest}");
 
     let scratch = Scratch(std::env::temp_dir().join(format!("graceful-krew-{}", std::process::id())));
     std::fs::create_dir_all(&scratch.0).unwrap();
@@ -162,8 +180,8 @@ fn krew_installs_each_platforms_archive_from_the_manifest() {
     // platform's machine, and it runs.
     let version = env!("CARGO_PKG_VERSION");
     let mut said = Vec::new();
-    for ((_, arch), uri) in platforms.iter().zip(&uris) {
-        let archive = dir.join(uri.rsplit('/').next().unwrap());
+    for Platform { arch, file, .. } in &platforms {
+        let archive = dir.join(file);
         assert_eq!(
             archive.file_name().unwrap().to_string_lossy(),
             format!("kubectl-graceful_v{version}_linux_{arch}.tar.gz")
@@ -210,7 +228,7 @@ fn krew_installs_each_platforms_archive_from_the_manifest() {
     let files = Files::serve(dir.clone());
     let base = format!("http://{}", files.addr);
     let good = scratch.0.join("graceful.yaml");
-    std::fs::write(&good, rehosted(&manifest, &base)).unwrap();
+    write_rehosted(&manifest, &base, &good, |_| {});
     let (ok, out) = validate(&good);
     assert!(ok, "krew's validator refused the manifest:\n{out}");
     assert!(
@@ -221,31 +239,16 @@ fn krew_installs_each_platforms_archive_from_the_manifest() {
     assert_eq!(fetched, platforms.len(), "one download per platform:\n{out}");
 
     // An archive that is not the one the manifest names is refused.
-    let tampered_dir = scratch.0.join("tampered");
-    std::fs::create_dir_all(&tampered_dir).unwrap();
     // The first platform named with the second's sum: an archive swapped.
-    let sums: Vec<&str> = manifest
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("sha256: "))
-        .collect();
-    let wrong = sums[1];
-    let mut first = true;
-    let tampered: String = rehosted(&manifest, &base)
-        .lines()
-        .map(|l| match l.split_once("sha256: ") {
-            Some((indent, _)) if std::mem::take(&mut first) => format!("{indent}sha256: {wrong}\n"),
-            _ => format!("{l}\n"),
-        })
-        .collect();
-    let tampered_path = tampered_dir.join("graceful.yaml");
-    std::fs::write(&tampered_path, &tampered).unwrap();
+    let (wrong, right) = (&platforms[1].sha256, &platforms[0].sha256);
+    let tampered_path = scratch.0.join("tampered/graceful.yaml");
+    write_rehosted(&manifest, &base, &tampered_path, |m| {
+        m["spec"]["platforms"][0]["sha256"] = Value::String(wrong.clone());
+    });
     let (ok, refused) = validate(&tampered_path);
     assert!(!ok, "a wrong sha256 was installed:\n{refused}");
     assert!(
-        refused.contains(&format!(
-            "checksum does not match, want: {wrong}, got {}",
-            sums[0]
-        )),
+        refused.contains(&format!("checksum does not match, want: {wrong}, got {right}")),
         "the refusal names both sums:\n{refused}"
     );
     drop(files);
